@@ -1,0 +1,23 @@
+"""rpfloat: simulate any binary floating-point or fixed-point format on NumPy arrays.
+
+>>> import rpfloat as rp
+>>> float(rp.round(0.1, "bfloat16"))
+0.10009765625
+"""
+from .fixedformat import FixedFormat
+from .floatformat import FloatFormat
+from .modes import Mode
+from .presets import format, formats
+from .rounding import decode, encode, round
+
+__all__ = [
+    "FloatFormat",
+    "FixedFormat",
+    "Mode",
+    "format",
+    "formats",
+    "round",
+    "encode",
+    "decode",
+]
+__version__ = "0.1.0"

@@ -1,0 +1,103 @@
+"""Format + carrier -> the plain integers the rounding kernel needs (cached).
+
+This is the only place that knows both the format objects and the kernel's
+parameter layout (``rpfloat._kernels.quantize.PARAM_NAMES``).
+"""
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ._kernels import quantize
+from .fixedformat import FixedFormat
+
+__all__ = ["compute_dtype", "kernel_params"]
+
+_POLICY_CODES = {
+    "inf": quantize.OVERFLOW_INF,
+    "saturate": quantize.OVERFLOW_SATURATE,
+    "nan": quantize.OVERFLOW_NAN,
+    "wrap": quantize.OVERFLOW_WRAP,
+}
+_INT_OF = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+
+
+def compute_dtype(result_dtype: np.dtype) -> np.dtype:
+    """The carrier the kernel computes in: float32 (also for float16 results) or float64."""
+    return np.dtype(np.float64) if result_dtype == np.float64 else np.dtype(np.float32)
+
+
+def _bits_of(value: float, dtype: np.dtype) -> int:
+    """The carrier bits of an exactly representable `value`, as a signed Python int."""
+    return int(np.array(value, dtype=dtype).view(_INT_OF[dtype]))
+
+
+def _float_fields(fmt, result_dtype: np.dtype):
+    """(man_bits, bias, subnormals, max) of `fmt`, with exp_bits=None resolved
+    against the IEEE range of the result dtype."""
+    if fmt.exp_bits is not None:
+        return fmt.man_bits, fmt.bias, fmt.subnormals, fmt.max
+    info = np.finfo(result_dtype)
+    man_bits = min(fmt.man_bits, int(info.nmant))
+    bias = int(info.maxexp) - 1
+    largest_significand = 2 - 2.0 ** -man_bits
+    return man_bits, bias, True, largest_significand * 2.0 ** bias
+
+
+@functools.lru_cache(maxsize=512)
+def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
+    """The kernel parameter tuple for rounding onto `fmt` into `result_dtype`.
+
+    `policy` is the already validated overflow policy. The tuple is laid out as
+    ``quantize.PARAM_NAMES``; every entry is a Python int that fits an int64.
+    """
+    carrier = compute_dtype(result_dtype)
+    info = np.finfo(carrier)
+    carrier_man_bits = int(info.nmant)
+    carrier_bias = int(info.maxexp) - 1
+    fields = dict(
+        carrier_man_bits=carrier_man_bits,
+        carrier_bias=carrier_bias,
+        overflow=_POLICY_CODES[policy],
+        deep=0,
+        word_bits=0,
+        signed=0,
+        scale_bits=0,
+    )
+    if isinstance(fmt, FixedFormat):
+        quantum = 2.0 ** -fmt.frac_bits
+        fields.update(
+            man_bits=1,  # k's own parity is the code's
+            emin=1 << 40,  # every value lies "below min_normal": one fixed spacing
+            bias_parity=0,
+            below_quantum_exp=-fmt.frac_bits,
+            below_tie_up=0,
+            below_quantum_bits=_bits_of(quantum, carrier),
+            max_pos_bits=_bits_of(fmt.max, carrier),
+            max_neg_bits=_bits_of(-fmt.min, carrier),
+            keep_inf=0,
+            no_negative_zero=1,
+            word_bits=fmt.bits,
+            signed=int(fmt.signed),
+            scale_bits=_bits_of(quantum, np.dtype(np.float64)),
+        )
+    else:
+        man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)
+        emin = 1 - bias
+        below_quantum_exp = emin - man_bits if subnormals else emin
+        max_bits = _bits_of(max_value, carrier)
+        fields.update(
+            man_bits=man_bits,
+            emin=emin,
+            bias_parity=bias & 1,
+            below_quantum_exp=below_quantum_exp,
+            below_tie_up=int(not subnormals and man_bits >= 1),
+            below_quantum_bits=_bits_of(2.0 ** below_quantum_exp, carrier),
+            max_pos_bits=max_bits,
+            max_neg_bits=max_bits,
+            keep_inf=int((fmt.exp_bits is None or fmt.has_inf) and policy != "saturate"),
+            no_negative_zero=int(fmt.exp_bits is not None and not fmt.has_negative_zero),
+            deep=int(emin < 1 - carrier_bias),
+        )
+    return tuple(int(fields[name]) for name in quantize.PARAM_NAMES)

@@ -1,0 +1,245 @@
+"""``round``, ``encode`` and ``decode``: validate, pick the kernel, view, call, view back."""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from . import _codes
+from ._kernels.quantize import round_array
+from ._params import compute_dtype, kernel_params
+from .fixedformat import FixedFormat
+from .modes import Mode, parse_mode
+from .presets import format as to_format
+
+__all__ = ["round", "encode", "decode", "result_dtype"]
+
+_BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+_FLOAT_POLICIES = ("inf", "saturate", "nan")
+_FIXED_POLICIES = ("saturate", "wrap")
+
+
+def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, out=None):
+    """Round `x` onto the values of `fmt`, returned as floating-point numbers.
+
+    Parameters
+    ----------
+    x : array_like
+        Real or complex numbers (integers and bools are taken as float64). Any
+        shape, strides or byte order; never modified unless it is `out`.
+    fmt : FloatFormat, FixedFormat or str
+        The target format or a name accepted by :func:`rpfloat.format`.
+    mode : str
+        ``"nearest"`` (ties to even), ``"nearest_away"``, ``"toward_zero"``,
+        ``"up"``, ``"down"``, ``"odd"``, ``"stochastic"`` or ``"stochastic_equal"``,
+        or one of their aliases (SPEC §2).
+    overflow : {None, "inf", "saturate", "nan", "wrap"}
+        What a value beyond ``fmt.max`` becomes; None takes the format's default.
+        ``toward_zero`` (and ``up``/``down`` on the side they truncate) never
+        overflow: they give ``±max``.
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        Randomness for the stochastic modes. An int seed makes the result a pure
+        function of ``(x, fmt, mode, seed)``: element ``i`` (C order) always draws
+        the ``i``-th number of the seed's counter-based stream.
+    rand_bits : int, optional
+        Stochastic modes only: the probability of rounding up in magnitude is
+        ``floor(frac * 2**rand_bits) / 2**rand_bits``. Default: 64 random bits.
+    out : ndarray, optional
+        A floating array of the result dtype and the shape of `x` to write into.
+
+    Returns
+    -------
+    ndarray or numpy scalar
+        Of dtype ``np.result_type(x.dtype, fmt.carrier)``; a numpy scalar for a
+        0-d or scalar input. NaN stays NaN (a NaN input keeps its bits); exactly
+        representable values, ``-0`` included, are returned unchanged, except that
+        formats without ``-0`` (fnuz, fixed point) give ``+0``; ``±inf`` stay where
+        the format has them, else they overflow like any value beyond ``max``.
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> float(rp.round(1 / 3, "bfloat16"))
+    0.333984375
+    >>> rp.round([1000.0, 465.0], "e4m3", overflow="saturate")
+    array([448., 448.])
+    """
+    fmt = to_format(fmt)
+    mode = parse_mode(mode)
+    policy = _overflow_policy(fmt, overflow)
+    rand_bits = _rand_bits(rand_bits, mode)
+    array = _input_array(x)
+    dtype = result_dtype(array.dtype, fmt)
+    key = _random_key(rng) if mode.is_stochastic else 0
+    result = _prepare_out(out, array.shape, dtype)
+    _round_into(array, result, fmt, policy, mode, key, rand_bits)
+    if out is not None:
+        return out
+    return result[()] if result.ndim == 0 else result
+
+
+def result_dtype(input_dtype, fmt) -> np.dtype:
+    """The dtype :func:`round` returns for input of `input_dtype` (SPEC §2)."""
+    input_dtype = np.dtype(input_dtype)
+    if input_dtype.kind in "biu":
+        input_dtype = np.dtype(np.float64)
+    return np.result_type(input_dtype, fmt.carrier)
+
+
+@np.errstate(invalid="ignore")  # casting a signalling NaN is no error: NaN stays NaN
+def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
+    """Round `array` into the C-contiguous or not `result` (of the result dtype).
+
+    `offset` is the flat C-order index of ``array``'s first element in a larger
+    whole, so that chunks of an array draw the same random numbers as the whole.
+    """
+    real_dtype = result.real.dtype if result.dtype.kind == "c" else result.dtype
+    carrier = compute_dtype(real_dtype)
+    params = kernel_params(fmt, real_dtype, policy)
+    direct = (
+        result.flags.c_contiguous
+        and carrier == real_dtype
+        and result.dtype.kind == "f"
+    )
+    if direct and array.dtype == carrier and array.flags.c_contiguous:
+        source = array.reshape(-1).view(_BITS_VIEW[carrier])
+        target = result.reshape(-1).view(_BITS_VIEW[carrier])
+        round_array(source, target, params, int(mode), np.uint64(key), offset, rand_bits)
+        return
+    if direct:
+        work = result
+        np.copyto(work, array, casting="unsafe")
+    else:
+        work_dtype = np.dtype(np.complex64 if carrier == np.float32 else np.complex128) \
+            if result.dtype.kind == "c" else carrier
+        work = np.empty(array.shape, dtype=work_dtype)
+        np.copyto(work, array, casting="unsafe")
+    bits = work.reshape(-1).view(carrier).view(_BITS_VIEW[carrier])
+    round_array(bits, bits, params, int(mode), np.uint64(key), offset * (2 if work.dtype.kind == "c" else 1), rand_bits)
+    if work is not result:
+        np.copyto(result, work, casting="unsafe")
+
+
+def _input_array(x) -> np.ndarray:
+    """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise."""
+    array = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if array.dtype.kind not in "biufc":
+        raise TypeError(
+            f"x must hold real or complex numbers, got an array of dtype {array.dtype}; "
+            "convert it with np.asarray(x, dtype=float) first"
+        )
+    return array
+
+
+def _prepare_out(out, shape, dtype) -> np.ndarray:
+    if out is None:
+        return np.empty(shape, dtype=dtype)
+    if not isinstance(out, np.ndarray):
+        raise TypeError(f"out must be a numpy ndarray, got {type(out).__name__}")
+    if out.dtype != dtype:
+        raise TypeError(f"out must have the result dtype {dtype}, got {out.dtype}")
+    if out.shape != shape:
+        raise ValueError(f"out must have the shape of x, {shape}, got {out.shape}")
+    if not out.flags.writeable:
+        raise ValueError("out must be writeable")
+    return out
+
+
+def _overflow_policy(fmt, overflow) -> str:
+    """The overflow policy to apply: `overflow`, or the format's default; validated."""
+    if overflow is None:
+        return "inf" if getattr(fmt, "exp_bits", 0) is None else fmt.overflow
+    if not isinstance(overflow, str):
+        raise TypeError(f"overflow must be a string or None, got {type(overflow).__name__}")
+    if isinstance(fmt, FixedFormat):
+        if overflow not in _FIXED_POLICIES:
+            raise ValueError(f"overflow for a FixedFormat must be one of {_FIXED_POLICIES}, got {overflow!r}")
+        return overflow
+    if overflow not in _FLOAT_POLICIES:
+        raise ValueError(f"overflow for a FloatFormat must be one of {_FLOAT_POLICIES}, got {overflow!r}")
+    unbounded = fmt.exp_bits is None
+    if overflow == "inf" and not (unbounded or fmt.has_inf):
+        raise ValueError(f"overflow='inf' is impossible: {fmt!r} has no infinity; use 'saturate' or 'nan'")
+    if overflow == "nan" and not (unbounded or fmt.has_nan):
+        raise ValueError(f"overflow='nan' is impossible: {fmt!r} has no NaN; use 'saturate'")
+    return overflow
+
+
+def _rand_bits(rand_bits, mode: Mode) -> int:
+    if rand_bits is None:
+        return 64
+    if not mode.is_stochastic:
+        raise ValueError(f"rand_bits is for the stochastic modes only, not mode {mode.name.lower()!r}")
+    if isinstance(rand_bits, bool) or not isinstance(rand_bits, numbers.Integral):
+        raise TypeError(f"rand_bits must be an int from 1 to 64, got {type(rand_bits).__name__}")
+    if not 1 <= rand_bits <= 64:
+        raise ValueError(f"rand_bits must be from 1 to 64, got {rand_bits}")
+    return int(rand_bits)
+
+
+def _random_key(rng) -> int:
+    """A 64-bit key for the counter-based generator from the `rng` argument."""
+    if rng is None:
+        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+    if isinstance(rng, np.random.Generator):
+        return int(rng.integers(0, 2**64, dtype=np.uint64))
+    if isinstance(rng, np.random.SeedSequence):
+        return int(rng.generate_state(1, np.uint64)[0])
+    if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
+        if rng < 0:
+            raise ValueError(f"rng seed must be a non-negative int, got {rng}")
+        return int(np.random.SeedSequence(int(rng)).generate_state(1, np.uint64)[0])
+    raise TypeError(
+        "rng must be None, an int seed, a numpy.random.SeedSequence or a "
+        f"numpy.random.Generator, got {type(rng).__name__}"
+    )
+
+
+def encode(x, fmt, mode="nearest", **round_kwargs):
+    """Round `x` onto `fmt` and return the codes (bit patterns) of the results.
+
+    Codes are ``sign | exponent | significand`` for floating-point formats
+    (bit-identical to ``ml_dtypes`` arrays viewed as unsigned integers; NaN
+    becomes the format's canonical NaN code) and two's complement words for
+    fixed-point formats, in the narrowest unsigned dtype holding ``fmt.bits``.
+
+    Raises
+    ------
+    ValueError
+        If a result has no code in the format (NaN in a format without NaN), or
+        the format has no encoding (``exp_bits=None``).
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> rp.encode([1.0, -2.0], "e4m3")
+    array([ 56, 192], dtype=uint8)
+    """
+    fmt = to_format(fmt)
+    if fmt.bits is None:
+        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
+    rounded = np.asarray(round(x, fmt, mode, **round_kwargs))
+    if rounded.dtype.kind == "c":
+        raise TypeError("encode takes real numbers; encode x.real and x.imag separately")
+    with np.errstate(invalid="ignore"):  # signalling NaNs are NaNs like any other
+        values = rounded.astype(np.float64, copy=False)
+    return _codes.encode_values(values, fmt)
+
+
+def decode(codes, fmt):
+    """The values (in ``fmt.carrier``) of the bit patterns `codes` of `fmt`.
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> rp.decode([56, 192], "e4m3")
+    array([ 1., -2.], dtype=float16)
+    """
+    fmt = to_format(fmt)
+    if fmt.bits is None:
+        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
+    codes = np.asarray(codes)
+    if codes.dtype.kind not in "iu":
+        raise TypeError(f"codes must be integers, got dtype {codes.dtype}")
+    result = _codes.decode_values(codes, fmt).astype(fmt.carrier)
+    return result[()] if result.ndim == 0 else result

@@ -1,0 +1,108 @@
+"""Exhaustive sweeps against ml_dtypes: every float16 and every bfloat16 bit pattern.
+
+For float32 inputs ml_dtypes rounds correctly (nearest, ties to even), so its
+``astype`` round trip is an independent oracle. Two of its behaviours are not
+copied: it turns NaN into -0 for the 4- and 6-bit types (no NaN code), where
+rpfloat keeps NaN; and it rounds float64 through float32 (tested elsewhere with
+the exact oracle).
+"""
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rpfloat as rp
+
+ML_PRESETS = [
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+]
+
+
+def _all_patterns(kind):
+    codes = np.arange(2**16, dtype=np.uint16)
+    if kind == "float16":
+        return codes.view(np.float16).astype(np.float32)
+    return (codes.astype(np.uint32) << np.uint32(16)).view(np.float32)
+
+
+@pytest.fixture(scope="module", params=["float16", "bfloat16"])
+def sweep(request):
+    return _all_patterns(request.param)
+
+
+def _same_bits(got, expected):
+    got_nan, expected_nan = np.isnan(got), np.isnan(expected)
+    np.testing.assert_array_equal(got_nan, expected_nan)
+    bits = {2: np.uint16, 4: np.uint32, 8: np.uint64}[got.dtype.itemsize]
+    mismatch = np.flatnonzero(got[~got_nan].view(bits) != expected[~expected_nan].view(bits))
+    assert mismatch.size == 0, (got[~got_nan][mismatch[:5]], expected[~expected_nan][mismatch[:5]])
+
+
+@pytest.mark.parametrize("name", ML_PRESETS)
+def test_round_matches_ml_dtypes_on_every_pattern(name, sweep):
+    ml_type = getattr(ml_dtypes, name)
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = sweep.astype(ml_type).astype(np.float32)
+    got = rp.round(sweep, name)
+    assert got.dtype == np.float32
+    if not rp.format(name).has_nan:
+        # ml_dtypes maps NaN to -0 here; rpfloat keeps NaN (SPEC §2)
+        nan = np.isnan(sweep)
+        assert np.isnan(got[nan]).all()
+        got, expected = got[~nan], expected[~nan]
+    _same_bits(got, expected)
+
+
+@pytest.mark.parametrize("name", ML_PRESETS)
+def test_encode_matches_ml_dtypes_codes(name, sweep):
+    ml_type = getattr(ml_dtypes, name)
+    fmt = rp.format(name)
+    x = sweep if fmt.has_nan else sweep[~np.isnan(sweep)]
+    with np.errstate(invalid="ignore", over="ignore"):
+        expected = x.astype(ml_type).view(np.uint16 if fmt.bits > 8 else np.uint8)
+    got = rp.encode(x, name)
+    assert got.dtype == expected.dtype
+    mismatch = np.flatnonzero(got != expected)
+    assert mismatch.size == 0, (x[mismatch[:5]], got[mismatch[:5]], expected[mismatch[:5]])
+
+
+@pytest.mark.parametrize("name", ML_PRESETS)
+def test_decode_matches_ml_dtypes_on_every_code(name):
+    ml_type = getattr(ml_dtypes, name)
+    fmt = rp.format(name)
+    # ml_dtypes stores its sub-byte types one value per byte, so a byte view works for all
+    codes = np.arange(2**fmt.bits, dtype=np.uint16 if fmt.bits > 8 else np.uint8)
+    expected = codes.view(ml_type).astype(fmt.carrier)
+    _same_bits(rp.decode(codes, name), expected)
+
+
+def test_float16_preset_matches_numpy_cast(sweep):
+    with np.errstate(over="ignore"):
+        expected = sweep.astype(np.float16)
+    got = rp.round(sweep, "float16")
+    _same_bits(got.astype(np.float32), expected.astype(np.float32))
+
+
+def test_unbounded_exponent_float32_is_bfloat16(sweep):
+    got = rp.round(sweep, rp.FloatFormat(None, 7))
+    with np.errstate(invalid="ignore"):
+        expected = sweep.astype(ml_dtypes.bfloat16).astype(np.float32)
+    _same_bits(got, expected)
+
+
+def test_unbounded_exponent_float16_is_e5m2():
+    x = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    got = rp.round(x, rp.FloatFormat(None, 2))
+    assert got.dtype == np.float16
+    with np.errstate(invalid="ignore"):
+        expected = x.astype(np.float32).astype(ml_dtypes.float8_e5m2).astype(np.float16)
+    _same_bits(got, expected)
