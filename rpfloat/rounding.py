@@ -64,6 +64,13 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     >>> rp.round([1000.0, 465.0], "e4m3", overflow="saturate")
     array([448., 448.])
     """
+    return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
+
+
+def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, rand_bits=None, out=None):
+    """:func:`round` for a chunk of a larger array whose first element has C-order
+    flat index `offset` in the whole: with the same int seed, the chunk gets the
+    bits that rounding the whole would give it (dask, GPUs, streaming)."""
     fmt = to_format(fmt)
     mode = parse_mode(mode)
     policy = _overflow_policy(fmt, overflow)
@@ -72,7 +79,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     dtype = result_dtype(array.dtype, fmt)
     key = _random_key(rng) if mode.is_stochastic else 0
     result = _prepare_out(out, array.shape, dtype)
-    _round_into(array, result, fmt, policy, mode, key, rand_bits)
+    _round_into(array, result, fmt, policy, mode, key, rand_bits, _offset(offset))
     if out is not None:
         return out
     return result[()] if result.ndim == 0 else result
@@ -118,6 +125,14 @@ def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
     round_array(bits, bits, params, int(mode), np.uint64(key), offset * (2 if work.dtype.kind == "c" else 1), rand_bits)
     if work is not result:
         np.copyto(result, work, casting="unsafe")
+
+
+def _offset(offset) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
+        raise TypeError(f"offset must be an int, got {type(offset).__name__}")
+    if offset < 0:
+        raise ValueError(f"offset must be >= 0, got {offset}")
+    return int(offset)
 
 
 def _input_array(x) -> np.ndarray:
