@@ -1,8 +1,10 @@
 """``round``, ``encode`` and ``decode``: validate, pick the kernel, view, call, view back."""
 from __future__ import annotations
 
+import concurrent.futures
 import numbers
 
+import numba
 import numpy as np
 
 from . import _codes
@@ -13,6 +15,11 @@ from .modes import Mode, parse_mode
 from .presets import format as to_format
 
 __all__ = ["round", "encode", "decode", "result_dtype"]
+
+# Below this many elements one thread is faster than handing chunks to a pool
+# (measured with benchmarks/bench_round.py on a 2-core machine).
+PARALLEL_THRESHOLD = 1 << 18
+_pool = None
 
 _BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _FLOAT_POLICIES = ("inf", "saturate", "nan")
@@ -111,7 +118,7 @@ def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
     if direct and array.dtype == carrier and array.flags.c_contiguous:
         source = array.reshape(-1).view(_BITS_VIEW[carrier])
         target = result.reshape(-1).view(_BITS_VIEW[carrier])
-        round_array(source, target, params, int(mode), np.uint64(key), offset, rand_bits)
+        _run_kernel(source, target, params, int(mode), key, offset, rand_bits)
         return
     if direct:
         work = result
@@ -122,9 +129,34 @@ def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
         work = np.empty(array.shape, dtype=work_dtype)
         np.copyto(work, array, casting="unsafe")
     bits = work.reshape(-1).view(carrier).view(_BITS_VIEW[carrier])
-    round_array(bits, bits, params, int(mode), np.uint64(key), offset * (2 if work.dtype.kind == "c" else 1), rand_bits)
+    parts_per_element = 2 if work.dtype.kind == "c" else 1
+    _run_kernel(bits, bits, params, int(mode), key, offset * parts_per_element, rand_bits)
     if work is not result:
         np.copyto(result, work, casting="unsafe")
+
+
+def _run_kernel(source, target, params, mode, key, offset, rand_bits):
+    """Run the kernel, on numba's thread count of chunks for large arrays.
+
+    The kernel releases the GIL, and element ``i`` draws random number
+    ``offset + i`` whatever the chunk, so threads never change a result.
+    """
+    global _pool
+    size = source.size
+    threads = min(numba.get_num_threads(), max(1, size // PARALLEL_THRESHOLD))
+    key = np.uint64(key)
+    if threads == 1:
+        round_array(source, target, params, mode, key, offset, rand_bits)
+        return
+    if _pool is None or _pool._max_workers < threads:
+        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
+    bounds = np.linspace(0, size, threads + 1).astype(np.int64)
+    futures = [
+        _pool.submit(round_array, source[lo:hi], target[lo:hi], params, mode, key, offset + int(lo), rand_bits)
+        for lo, hi in zip(bounds[:-1], bounds[1:])
+    ]
+    for future in futures:
+        future.result()
 
 
 def _offset(offset) -> int:
