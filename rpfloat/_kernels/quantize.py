@@ -199,8 +199,9 @@ def round_bits(bits, params, mode, random, rand_bits, general):
 
 
 def _loop_signature(bits_type):
-    array = types.Array(bits_type, 1, "C")
-    return types.void(array, array, PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
+    source = types.Array(bits_type, 1, "C", readonly=True)  # writeable arrays convert to it
+    target = types.Array(bits_type, 1, "C")
+    return types.void(source, target, PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
 
 
 SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]

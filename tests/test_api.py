@@ -1,0 +1,300 @@
+"""The array contract of rp.round / encode / decode (SPEC §2, §3): dtypes, shapes,
+strides, byte order, out=, scalars, complex, randomness plumbing and bad input."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat._kernels.quantize import round_array
+from rpfloat.rounding import PARALLEL_THRESHOLD, round_chunk
+
+
+def bits(a):
+    a = np.asarray(a)
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def sample(n=1000, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return (rng.standard_normal(n) * 2.0 ** rng.integers(-20, 20, n)).astype(dtype)
+
+
+# -- dtypes -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "input_dtype, fmt, expected",
+    [
+        (np.float32, "bfloat16", np.float32),
+        (np.float16, "e4m3", np.float16),
+        (np.float16, "bfloat16", np.float32),
+        (np.float64, "e4m3", np.float64),
+        (np.float32, rp.FloatFormat(9, 3), np.float64),  # range wider than float32
+        (np.int32, "e4m3", np.float64),
+        (np.bool_, "e4m3", np.float64),
+        (np.complex64, "bfloat16", np.complex64),
+        (np.complex64, rp.FloatFormat(9, 3), np.complex128),
+    ],
+)
+def test_result_dtype(input_dtype, fmt, expected):
+    x = np.ones(3, dtype=input_dtype)
+    assert rp.round(x, fmt).dtype == expected
+
+
+def test_exponent_wider_than_float32_is_carried_in_float64():
+    fmt = rp.FloatFormat(9, 3)
+    small = np.array([2.0**100, 2.0**-140], dtype=np.float32)
+    got = rp.round(small, fmt)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, small.astype(np.float64))
+    np.testing.assert_array_equal(rp.round(np.array([2.0**200, 2.0**-260, 2.0**300]), fmt), [2.0**200, 0.0, np.inf])
+
+
+def test_integers_are_taken_as_float64():
+    got = rp.round(np.array([1, 17, 1000], dtype=np.int64), "e4m3", overflow="saturate")
+    np.testing.assert_array_equal(got, [1.0, 16.0, 448.0])
+
+
+def test_float16_input_rounds_exactly():
+    x = np.arange(2**16, dtype=np.uint16).view(np.float16)
+    x = x[np.isfinite(x)]
+    via_float32 = rp.round(x.astype(np.float32), "e4m3")
+    np.testing.assert_array_equal(bits(rp.round(x, "e4m3")), bits(via_float32.astype(np.float16)))
+
+
+# -- scalars and 0-d ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("x", [0.1, np.float32(0.1), np.array(0.1), np.array(0.1, dtype=np.float32), 3, True])
+def test_scalars_and_0d_give_numpy_scalars(x):
+    got = rp.round(x, "bfloat16")
+    assert isinstance(got, np.generic)
+    assert got == rp.round(np.atleast_1d(x), "bfloat16")[0]
+
+
+def test_0d_out_returns_out():
+    out = np.empty((), dtype=np.float64)
+    assert rp.round(np.array(1 / 3), "e4m3", out=out) is out
+    assert out == 0.34375
+
+
+# -- layout -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_any_layout_gives_the_contiguous_result(mode):
+    base = sample(24 * 30, np.float64).reshape(24, 30)
+    expected = rp.round(np.ascontiguousarray(base[::2, 1::3].T), "e4m3", mode, rng=7)
+    views = {
+        "strided": base[::2, 1::3].T,
+        "fortran": np.asfortranarray(base[::2, 1::3].T),
+        "byteswapped": base[::2, 1::3].T.astype(base.dtype.newbyteorder(">")),
+    }
+    for name, view in views.items():
+        got = rp.round(view, "e4m3", mode, rng=7)
+        assert got.shape == view.shape, name
+        np.testing.assert_array_equal(bits(got), bits(expected), err_msg=name)
+
+
+def test_input_is_never_modified_and_read_only_works():
+    x = sample(100)
+    before = x.copy()
+    x.flags.writeable = False
+    for mode in ["nearest", "stochastic"]:
+        rp.round(x, "e5m2", mode, rng=1)
+        rp.round(x, "float16", mode, rng=1)  # float16 result: the work copy path
+    np.testing.assert_array_equal(bits(x), bits(before))
+
+
+def test_empty_and_multidimensional():
+    assert rp.round(np.empty((0, 3), np.float32), "e4m3").shape == (0, 3)
+    x = sample(60).reshape(3, 4, 5)
+    np.testing.assert_array_equal(bits(rp.round(x, "e4m3")), bits(rp.round(x.ravel(), "e4m3")).reshape(3, 4, 5))
+
+
+# -- out= ---------------------------------------------------------------------
+
+
+def test_out_is_written_and_returned():
+    x = sample(50)
+    out = np.empty_like(x)
+    assert rp.round(x, "bfloat16", out=out) is out
+    np.testing.assert_array_equal(bits(out), bits(rp.round(x, "bfloat16")))
+
+
+def test_out_may_be_the_input():
+    x = sample(50)
+    expected = rp.round(x, "e4m3")
+    assert rp.round(x, "e4m3", out=x) is x
+    np.testing.assert_array_equal(bits(x), bits(expected))
+
+
+def test_out_may_be_strided():
+    x = sample(50, np.float64)
+    big = np.zeros(100)
+    rp.round(x, "e4m3", out=big[::2])
+    np.testing.assert_array_equal(bits(big[::2]), bits(rp.round(x, "e4m3")))
+    assert not big[1::2].any()
+
+
+def test_out_errors_name_the_argument():
+    x = sample(10)
+    with pytest.raises(TypeError, match="out must have the result dtype float32"):
+        rp.round(x, "bfloat16", out=np.empty(10, np.float64))
+    with pytest.raises(ValueError, match="out must have the shape"):
+        rp.round(x, "bfloat16", out=np.empty(11, np.float32))
+    with pytest.raises(TypeError, match="out must be a numpy ndarray"):
+        rp.round(x, "bfloat16", out=[0.0] * 10)
+
+
+# -- complex ------------------------------------------------------------------
+
+
+def test_complex_rounds_part_by_part():
+    z = (sample(40, np.float64) + 1j * sample(40, np.float64, seed=1)).astype(np.complex128)
+    got = rp.round(z, "e4m3")
+    np.testing.assert_array_equal(bits(got.real.copy()), bits(rp.round(z.real, "e4m3")))
+    np.testing.assert_array_equal(bits(got.imag.copy()), bits(rp.round(z.imag, "e4m3")))
+
+
+# -- randomness ---------------------------------------------------------------
+
+
+def ties(n=4096):
+    return np.full(n, 1.0 + 2.0**-4, dtype=np.float32)  # halfway between two e4m3 values
+
+
+def test_int_seed_is_reproducible_and_seeds_differ():
+    a = rp.round(ties(), "e4m3", "stochastic", rng=5)
+    np.testing.assert_array_equal(bits(a), bits(rp.round(ties(), "e4m3", "stochastic", rng=5)))
+    assert (bits(a) != bits(rp.round(ties(), "e4m3", "stochastic", rng=6))).any()
+
+
+def test_seed_sequence_is_reproducible_generator_advances_none_is_fresh():
+    seq = np.random.SeedSequence(11)
+    a = rp.round(ties(), "e4m3", "sr", rng=seq)
+    np.testing.assert_array_equal(bits(a), bits(rp.round(ties(), "e4m3", "sr", rng=np.random.SeedSequence(11))))
+    gen = np.random.default_rng(3)
+    assert (bits(rp.round(ties(), "e4m3", "sr", rng=gen)) != bits(rp.round(ties(), "e4m3", "sr", rng=gen))).any()
+    assert (bits(rp.round(ties(), "e4m3", "sr")) != bits(rp.round(ties(), "e4m3", "sr"))).any()
+
+
+@pytest.mark.parametrize("split", [1, 333, 2048, 4095])
+def test_chunks_with_offsets_give_the_whole_arrays_bits(split):
+    x = sample(4096)
+    whole = rp.round(x, "e5m2", "stochastic", rng=9)
+    head = round_chunk(x[:split], "e5m2", "stochastic", rng=9)
+    tail = round_chunk(x[split:], "e5m2", "stochastic", rng=9, offset=split)
+    np.testing.assert_array_equal(bits(np.concatenate([head, tail])), bits(whole))
+
+
+def test_thread_count_does_not_change_bits():
+    """NUMBA_NUM_THREADS=1 and =2, in fresh processes, on an array split in chunks."""
+    script = (
+        "import sys, numpy as np, rpfloat as rp\n"
+        f"x = np.linspace(-3, 3, {2 * PARALLEL_THRESHOLD + 12345}, dtype=np.float32)\n"
+        "y = rp.round(x, 'e4m3', 'stochastic', rng=42)\n"
+        "sys.stdout.write(y.view(np.uint32).tobytes().hex()[:0] + str(hash(y.tobytes())))\n"
+    )
+    outputs = []
+    for threads in ("1", "2"):
+        env = dict(os.environ, NUMBA_NUM_THREADS=threads, PYTHONHASHSEED="0")
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, check=True)
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] and outputs[0]
+
+
+# -- no recompilation -----------------------------------------------------------
+
+
+def test_thirty_formats_compile_nothing_new():
+    x = sample(64)
+    before = list(round_array.overloads)
+    formats = [rp.FloatFormat(e, m) for e in range(2, 8) for m in range(1, 6)]
+    assert len(formats) == 30
+    for fmt in formats:
+        for mode in ("nearest", "stochastic", "odd"):
+            rp.round(x, fmt, mode, rng=0)
+            rp.round(x.astype(np.float64), fmt, mode, rng=0)
+    assert list(round_array.overloads) == before
+    assert len(round_array.signatures) == 2
+
+
+# -- bad input ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "x",
+    [np.array(["1.0"]), np.array([1.0, None], dtype=object), "1.0", np.array(["2020-01-01"], dtype="datetime64[D]")],
+)
+def test_non_numeric_input_is_a_type_error(x):
+    with pytest.raises(TypeError, match="x must hold real or complex numbers"):
+        rp.round(x, "bfloat16")
+
+
+def test_bad_arguments_name_themselves():
+    x = sample(4)
+    with pytest.raises(ValueError, match="unknown rounding mode 'nearest_up'.*'nearest'"):
+        rp.round(x, "e4m3", "nearest_up")
+    with pytest.raises(TypeError, match="mode must be a string"):
+        rp.round(x, "e4m3", 3)
+    with pytest.raises(ValueError, match="float8_e4m3fn"):
+        rp.round(x, "not_a_format")
+    with pytest.raises(ValueError, match="overflow='inf' is impossible"):
+        rp.round(x, "e4m3", overflow="inf")
+    with pytest.raises(ValueError, match="overflow='nan' is impossible"):
+        rp.round(x, "float4_e2m1fn", overflow="nan")
+    with pytest.raises(ValueError, match="overflow for a FloatFormat"):
+        rp.round(x, "e4m3", overflow="wrap")
+    with pytest.raises(ValueError, match="overflow for a FixedFormat"):
+        rp.round(x, "q8.8", overflow="inf")
+    with pytest.raises(ValueError, match="rand_bits is for the stochastic modes"):
+        rp.round(x, "e4m3", "nearest", rand_bits=8)
+    with pytest.raises(ValueError, match="rand_bits must be from 1 to 64"):
+        rp.round(x, "e4m3", "stochastic", rand_bits=0)
+    with pytest.raises(TypeError, match="rng must be None, an int seed"):
+        rp.round(x, "e4m3", "stochastic", rng=1.5)
+    with pytest.raises(ValueError, match="rng seed must be a non-negative int"):
+        rp.round(x, "e4m3", "stochastic", rng=-1)
+
+
+def test_impossible_policy_raises_before_looking_at_data():
+    with pytest.raises(ValueError, match="overflow='inf' is impossible"):
+        rp.round(np.array([], dtype=np.float32), "e4m3", "toward_zero", overflow="inf")
+
+
+# -- encode / decode -------------------------------------------------------------
+
+
+def test_fixed_point_codes_are_twos_complement():
+    codes = rp.encode([-1.0, -0.0625, 0.0, 0.5, 7.9375, 100.0], "q4.4")
+    assert codes.dtype == np.uint8
+    np.testing.assert_array_equal(codes, [0xF0, 0xFF, 0x00, 0x08, 0x7F, 0x7F])
+    np.testing.assert_array_equal(rp.decode(codes, "q4.4"), [-1.0, -0.0625, 0.0, 0.5, 7.9375, 7.9375])
+    assert rp.encode([3.0], "uq2.1").tolist() == [6]
+
+
+def test_encode_nan_without_nan_code_is_a_value_error():
+    with pytest.raises(ValueError, match="has no NaN code"):
+        rp.encode([np.nan], "float4_e2m1fn")
+    with pytest.raises(ValueError, match="has no NaN code"):
+        rp.encode([np.nan], "q8.8")
+
+
+def test_decode_rejects_codes_out_of_range_and_non_integers():
+    with pytest.raises(ValueError, match="codes must lie in"):
+        rp.decode([256], "e4m3")
+    with pytest.raises(TypeError, match="codes must be integers"):
+        rp.decode([1.0], "e4m3")
+
+
+@pytest.mark.parametrize("name", ["bfloat16", "float16", "float32", "tf32", "q8.8", "uq4.12", "e3m2"])
+def test_decode_inverts_encode(name):
+    x = sample(2000, np.float64)
+    rounded = rp.round(x, name)
+    decoded = rp.decode(rp.encode(x, name), name)
+    finite = ~np.isnan(rounded)
+    np.testing.assert_array_equal(decoded.astype(np.float64)[finite], rounded[finite])
