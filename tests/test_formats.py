@@ -229,14 +229,17 @@ def test_e4m3fn_constants():
 @st.composite
 def float_formats(draw):
     exp_bits = draw(st.integers(1, 8))
-    man_bits = draw(st.integers(0, min(10, 13 - exp_bits)))  # at most 14 bits: fast oracle
-    nan, inf = draw(st.sampled_from([("ieee", True), ("ieee", False), ("max", False), ("negzero", False), (None, False)]))
+    man_bits = draw(st.integers(0, min(10, 11 - exp_bits)))  # at most 12 bits: a fast oracle
+    encodings = [("ieee", True), ("ieee", False), ("max", False), ("negzero", False), (None, False)]
+    nan, inf = draw(st.sampled_from(encodings))
     subnormals = draw(st.booleans())
     bias = draw(st.none() | st.integers(-3, 2**exp_bits + 3))
     overflow = draw(st.sampled_from([None, "inf", "saturate", "nan"]))
     try:
-        return FloatFormat(exp_bits, man_bits, bias=bias, subnormals=subnormals, inf=inf, nan=nan, overflow=overflow)
-    except ValueError:
+        return FloatFormat(
+            exp_bits, man_bits, bias=bias, subnormals=subnormals, inf=inf, nan=nan, overflow=overflow
+        )
+    except ValueError:  # no normal numbers, or an overflow policy the format cannot express
         assume(False)
 
 
@@ -264,7 +267,8 @@ def test_specials_against_brute_force(fmt):
     assert fmt.has_negative_zero == (fmt.nan != "negzero")
     infinite = 0 if not fmt.has_inf else 2  # the codes of +-inf
     sign_bit = 1 << (e + m)
-    candidates = [sign_bit, *range(all_ones_field << m, sign_bit), *range(sign_bit | all_ones_field << m, 2 * sign_bit)]
+    top_codes = range(all_ones_field << m, sign_bit)
+    candidates = [sign_bit, *top_codes, *(sign_bit | code for code in top_codes)]  # -0 and the top field
     nan_codes = sum(decode_float_code(fmt, code) is None for code in candidates) - infinite
     assert fmt.has_nan == (nan_codes > 0)
     if fmt.has_inf:
@@ -298,7 +302,8 @@ def test_fixed_carrier_over_the_whole_range(int_bits, bits, signed):
 def test_float_carrier_over_the_whole_range(exp_bits, man_bits, bias_offset, subnormals):
     """Wide exponents (no enumeration): check the carrier on the extreme values."""
     try:
-        fmt = FloatFormat(exp_bits, man_bits, bias=2 ** (exp_bits - 1) - 1 + bias_offset, subnormals=subnormals)
+        bias = 2 ** (exp_bits - 1) - 1 + bias_offset
+        fmt = FloatFormat(exp_bits, man_bits, bias=bias, subnormals=subnormals)
     except ValueError:
         assume(False)
     ulp_at_min = fmt.min_normal * fmt.eps
@@ -311,7 +316,8 @@ def test_float_carrier_over_the_whole_range(exp_bits, man_bits, bias_offset, sub
 
 
 @pytest.mark.parametrize(
-    ("man_bits", "carrier"), [(0, np.float16), (10, np.float16), (11, np.float32), (23, np.float32), (24, np.float64), (52, np.float64)]
+    ("man_bits", "carrier"),
+    [(0, np.float16), (10, np.float16), (11, np.float32), (23, np.float32), (24, np.float64), (52, np.float64)],
 )
 def test_unbounded_exponent(man_bits, carrier):
     fmt = FloatFormat(None, man_bits)
@@ -410,7 +416,16 @@ def test_frozen_and_picklable():
         assert copy == fmt and copy.name == fmt.name
 
 
-@pytest.mark.parametrize("fmt", [*formats.values(), FloatFormat(5, 3, bias=3, subnormals=False, overflow="saturate"), FloatFormat(None, 7), FixedFormat(-2, 10, signed=False, overflow="wrap", name="x")], ids=repr)
+@pytest.mark.parametrize(
+    "fmt",
+    [
+        *formats.values(),
+        FloatFormat(5, 3, bias=3, subnormals=False, overflow="saturate"),
+        FloatFormat(None, 7),
+        FixedFormat(-2, 10, signed=False, overflow="wrap", name="x"),
+    ],
+    ids=repr,
+)
 def test_repr_round_trips(fmt):
     namespace = {"FloatFormat": FloatFormat, "FixedFormat": FixedFormat}
     copy = eval(repr(fmt), namespace)
@@ -418,7 +433,8 @@ def test_repr_round_trips(fmt):
 
 
 def test_repr_shows_only_non_defaults():
-    assert repr(formats.float8_e4m3fn) == "FloatFormat(exp_bits=4, man_bits=3, inf=False, nan='max', name='float8_e4m3fn')"
+    expected = "FloatFormat(exp_bits=4, man_bits=3, inf=False, nan='max', name='float8_e4m3fn')"
+    assert repr(formats.float8_e4m3fn) == expected
     assert repr(FloatFormat(8, 7)) == "FloatFormat(exp_bits=8, man_bits=7)"
     assert repr(FloatFormat(4, 3, overflow="saturate")) == "FloatFormat(exp_bits=4, man_bits=3, overflow='saturate')"
     assert repr(format("q8.8")) == "FixedFormat(int_bits=8, frac_bits=8, name='q8.8')"
@@ -487,7 +503,9 @@ def test_format_passes_formats_through():
         assert format(fmt) is fmt
 
 
-@pytest.mark.parametrize("name", ["fp8", "float8", "bfloat", "e4", "q8", "q8.", "uq.8", "e4m3x", "", "float8_e8m0fnu", "e４m３"])
+@pytest.mark.parametrize(
+    "name", ["fp8", "float8", "bfloat", "e4", "q8", "q8.", "uq.8", "e4m3x", "", "float8_e8m0fnu", "e\uff14m\uff13"]
+)
 def test_unknown_names(name):
     with pytest.raises(ValueError, match="known names.*bfloat16.*float8_e4m3fn"):
         format(name)
@@ -627,3 +645,15 @@ def test_fixed_constants(fmt, minimum, maximum, eps):
     assert not (fmt.has_inf or fmt.has_nan or fmt.has_negative_zero)
     for value in (fmt.min, fmt.max, fmt.eps):
         assert type(value) is float
+
+
+# -- the demo -----------------------------------------------------------------------------
+
+
+def test_demo_runs(capsys):
+    from rpfloat.__main__ import main
+
+    main()
+    output = capsys.readouterr().out
+    for name in [*CANONICAL_NAMES, "q8.8", "max rel. error"]:
+        assert name in output
