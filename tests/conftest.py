@@ -7,8 +7,20 @@ within a few minutes on two cores; raise it locally with
 """
 
 import os
+import warnings
 
 from hypothesis import HealthCheck, settings
+
+# On a failure hypothesis imports libcst (to suggest an @example patch), whose import
+# raises a DeprecationWarning from mypy_extensions; with warnings as errors that
+# would replace the real failure report by an INTERNALERROR.  Import it quietly now.
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    try:
+        import libcst.codemod  # noqa: F401
+        import libcst.metadata  # noqa: F401
+    except ImportError:
+        pass
 
 settings.register_profile(
     "rpfloat",

@@ -37,6 +37,7 @@ __all__ = [
     "decode_reference",
     "is_float_format",
     "float_max",
+    "floor_log2",
     "min_normal",
     "smallest_subnormal",
     "fixed_range",
@@ -195,8 +196,9 @@ def smallest_subnormal(fmt, dtype=None) -> Fraction:
     return _pow2(g.emin - g.man_bits) if g.subnormals else _pow2(g.emin)
 
 
-def _floor_log2(a: Fraction) -> int:
-    """floor(log2(a)) for a > 0, exactly."""
+def floor_log2(a) -> int:
+    """floor(log2(a)) for a > 0, exactly (math.log2 rounds: log2(float64 max) == 1024.0)."""
+    a = Fraction(a)
     n, d = a.numerator, a.denominator
     e = n.bit_length() - d.bit_length()
     # 2**e > n/d  <=>  n * 2**-e < d
@@ -214,7 +216,7 @@ def _float_code(a: Fraction, g: _FloatGrid) -> int:
         k = a / _pow2(g.emin - m)
         assert k.denominator == 1 and g.subnormals
         return int(k)
-    e = _floor_log2(a)
+    e = floor_log2(a)
     s = a / _pow2(e - m) - 2**m
     assert s.denominator == 1
     return ((e - g.emin + 1) << m) | int(s)
@@ -227,7 +229,7 @@ def _float_neighbours(a: Fraction, g: _FloatGrid):
         return a, a, 0, 0
     mn = _pow2(g.emin)
     if a >= mn:
-        e = _floor_log2(a)
+        e = floor_log2(a)
         ulp = _pow2(e - m)
     elif g.subnormals or m == 0:
         ulp = _pow2(g.emin - m)
@@ -335,7 +337,7 @@ def _float_overflow(negative: bool, mode: str, policy: str, g: _FloatGrid) -> fl
         return -math.inf if negative else math.inf
     if policy == "saturate":
         return -max_value if negative else max_value
-    return math.nan
+    return -math.nan if negative else math.nan  # keeps x's sign, as ml_dtypes does
 
 
 def _pick(mode, a, lo, hi, clo, chi, negative):
@@ -400,7 +402,7 @@ def round_reference(x, fmt, mode="nearest", overflow=None, dtype=np.float64) -> 
         raise ValueError("use stochastic_probability for stochastic modes")
     policy = resolve_overflow(fmt, overflow, dtype)
     if math.isnan(x):
-        return math.nan
+        return x
     negative = math.copysign(1.0, x) < 0
 
     if not is_float_format(fmt):

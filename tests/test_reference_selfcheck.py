@@ -222,6 +222,19 @@ def test_codes_match_ml_dtypes(name):
             encode_reference(np.nan, fmt)
 
 
+@pytest.mark.parametrize("name", [n for n in ML_FORMATS if n != "float16"])
+def test_codes_of_specials_and_overflow_match_ml_dtypes(name):
+    """NaN keeps its sign, overflow to NaN takes the sign of x (as ml_dtypes does)."""
+    fmt, ml_type, bits = ML_FORMATS[name]
+    xs = np.array([np.nan, -np.nan, np.inf, -np.inf, 1e30, -1e30, -0.0, 0.0, 1e-30, -1e-30], np.float32)
+    if not _has_nan(fmt):
+        xs = xs[2:]
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = xs.astype(ml_type).view(np.uint16 if bits == 16 else np.uint8).tolist()
+    got = [encode_reference(round_reference(x, fmt), fmt) for x in xs]
+    assert got == want, (name, [hex(c) for c in got], [hex(c) for c in want])
+
+
 # ---------------------------------------------------------------------------------------
 # Brute force over tiny formats: neighbours and code parities from decoded value lists
 # ---------------------------------------------------------------------------------------
