@@ -75,7 +75,7 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             below_tie_up=0,
             below_quantum_bits=_bits_of(quantum, carrier),
             max_pos_bits=_bits_of(fmt.max, carrier),
-            max_neg_bits=_bits_of(-fmt.min, carrier),
+            max_neg_bits=_bits_of(abs(fmt.min), carrier),
             keep_inf=0,
             no_negative_zero=1,
             word_bits=fmt.bits,

@@ -195,7 +195,7 @@ def _prepare_out(out, shape, dtype) -> np.ndarray:
 def _overflow_policy(fmt, overflow) -> str:
     """The overflow policy to apply: `overflow`, or the format's default; validated."""
     if overflow is None:
-        return "inf" if getattr(fmt, "exp_bits", 0) is None else fmt.overflow
+        return fmt.overflow
     if not isinstance(overflow, str):
         raise TypeError(f"overflow must be a string or None, got {type(overflow).__name__}")
     if isinstance(fmt, FixedFormat):

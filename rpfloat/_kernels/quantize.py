@@ -130,7 +130,10 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     if general and params[13] and not is_normal and magnitude != 0:
         exponent = 63 - count_leading_zeros(magnitude) + 1 - carrier_bias - carrier_man_bits
     sig = (magnitude & (hidden - ONE)) | (hidden if is_normal else ZERO)
-    below = exponent < emin
+    # carrier subnormals lie below every format's min_normal, except where their
+    # exponent was worked out just above (formats reaching below the carrier)
+    exact_exponent = general and params[13] != 0
+    below = (exponent < emin) | (not is_normal and not exact_exponent)
     carrier_exp = biased_or_one - carrier_bias - carrier_man_bits
     quantum_exp = params[5] if below else exponent - man_bits
     raw_drop = quantum_exp - carrier_exp
