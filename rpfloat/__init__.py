@@ -4,6 +4,8 @@
 >>> float(rp.round(0.1, "bfloat16"))
 0.10009765625
 """
+from .accumulate import dot, matmul, sum
+from .array import RPArray, asarray
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import Mode
@@ -19,5 +21,10 @@ __all__ = [
     "round",
     "encode",
     "decode",
+    "RPArray",
+    "asarray",
+    "sum",
+    "dot",
+    "matmul",
 ]
 __version__ = "0.1.0"
