@@ -175,7 +175,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     if aligned:
         result = ((magnitude >> clipped) + increment) << clipped
     else:
-        result = increment * params[7]
+        result = (-increment) & params[7]  # a mask, not a product: no 64-bit multiply in SIMD
     # (5) overflow; +-inf inputs are values beyond max unless the format keeps them
     max_bits = params[9] if negative else params[8]
     if _truncates(mode, negative) or params[10] == OVERFLOW_SATURATE:
