@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import numbers
 
 import numba
@@ -94,13 +95,16 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
 
 def result_dtype(input_dtype, fmt) -> np.dtype:
     """The dtype :func:`round` returns for input of `input_dtype` (SPEC §2)."""
-    input_dtype = np.dtype(input_dtype)
+    return _result_dtype(np.dtype(input_dtype), fmt)
+
+
+@functools.lru_cache(maxsize=1024)
+def _result_dtype(input_dtype, fmt) -> np.dtype:
     if input_dtype.kind in "biu":
         input_dtype = np.dtype(np.float64)
     return np.result_type(input_dtype, fmt.carrier)
 
 
-@np.errstate(invalid="ignore")  # casting a signalling NaN is no error: NaN stays NaN
 def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
     """Round `array` into the C-contiguous or not `result` (of the result dtype).
 
@@ -122,17 +126,18 @@ def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
         return
     if direct:
         work = result
-        np.copyto(work, array, casting="unsafe")
     else:
         work_dtype = np.dtype(np.complex64 if carrier == np.float32 else np.complex128) \
             if result.dtype.kind == "c" else carrier
         work = np.empty(array.shape, dtype=work_dtype)
+    with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error: NaN stays NaN
         np.copyto(work, array, casting="unsafe")
     bits = work.reshape(-1).view(carrier).view(_BITS_VIEW[carrier])
     parts_per_element = 2 if work.dtype.kind == "c" else 1
     _run_kernel(bits, bits, params, int(mode), key, offset * parts_per_element, rand_bits)
     if work is not result:
-        np.copyto(result, work, casting="unsafe")
+        with np.errstate(invalid="ignore"):
+            np.copyto(result, work, casting="unsafe")
 
 
 def _run_kernel(source, target, params, mode, key, offset, rand_bits):
@@ -143,8 +148,8 @@ def _run_kernel(source, target, params, mode, key, offset, rand_bits):
     """
     global _pool
     size = source.size
-    threads = min(numba.get_num_threads(), max(1, size // PARALLEL_THRESHOLD))
     key = np.uint64(key)
+    threads = 1 if size < 2 * PARALLEL_THRESHOLD else min(numba.get_num_threads(), size // PARALLEL_THRESHOLD)
     if threads == 1:
         round_array(source, target, params, mode, key, offset, rand_bits)
         return
@@ -235,11 +240,16 @@ def _random_key(rng) -> int:
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
         if rng < 0:
             raise ValueError(f"rng seed must be a non-negative int, got {rng}")
-        return int(np.random.SeedSequence(int(rng)).generate_state(1, np.uint64)[0])
+        return _seed_key(int(rng))
     raise TypeError(
         "rng must be None, an int seed, a numpy.random.SeedSequence or a "
         f"numpy.random.Generator, got {type(rng).__name__}"
     )
+
+
+@functools.lru_cache(maxsize=256)
+def _seed_key(seed: int) -> int:
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
 
 
 def encode(x, fmt, mode="nearest", **round_kwargs):
