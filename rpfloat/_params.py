@@ -65,13 +65,14 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
         signed=0,
         scale_bits=0,
     )
+    inf_bits = ((2 * carrier_bias + 1) << carrier_man_bits)
     if isinstance(fmt, FixedFormat):
         quantum = 2.0 ** -fmt.frac_bits
         fields.update(
             man_bits=1,  # k's own parity is the code's
-            emin=1 << 40,  # every value lies "below min_normal": one fixed spacing
-            bias_parity=0,
-            below_quantum_exp=-fmt.frac_bits,
+            min_normal_bits=inf_bits + 1,  # every value lies "below min_normal": one fixed spacing
+            parity_offset=0,
+            below_drop_offset=-fmt.frac_bits + carrier_bias + carrier_man_bits,
             below_tie_up=0,
             below_quantum_bits=_bits_of(quantum, carrier),
             max_pos_bits=_bits_of(fmt.max, carrier),
@@ -81,6 +82,8 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             word_bits=fmt.bits,
             signed=int(fmt.signed),
             scale_bits=_bits_of(quantum, np.dtype(np.float64)),
+            emin=0,
+            bias_parity=0,
         )
     else:
         man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)
@@ -89,15 +92,17 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
         max_bits = _bits_of(max_value, carrier)
         fields.update(
             man_bits=man_bits,
-            emin=emin,
-            bias_parity=bias & 1,
-            below_quantum_exp=below_quantum_exp,
+            min_normal_bits=_bits_of(2.0**emin, carrier),
+            parity_offset=(bias + carrier_bias) & 1,
+            below_drop_offset=below_quantum_exp + carrier_bias + carrier_man_bits,
             below_tie_up=int(not subnormals and man_bits >= 1),
-            below_quantum_bits=_bits_of(2.0 ** below_quantum_exp, carrier),
+            below_quantum_bits=_bits_of(2.0**below_quantum_exp, carrier),
             max_pos_bits=max_bits,
             max_neg_bits=max_bits,
             keep_inf=int((fmt.exp_bits is None or fmt.has_inf) and policy != "saturate"),
             no_negative_zero=int(fmt.exp_bits is not None and not fmt.has_negative_zero),
             deep=int(emin < 1 - carrier_bias),
+            emin=emin,
+            bias_parity=bias & 1,
         )
     return tuple(int(fields[name]) for name in quantize.PARAM_NAMES)

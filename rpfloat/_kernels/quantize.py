@@ -24,6 +24,7 @@ which pick "away from zero" or "toward zero" by the sign.
 """
 import numpy as np
 from numba import njit, types
+from numba.extending import overload
 
 from ._bits import (
     NUMBA_OPTIONS,
@@ -45,20 +46,22 @@ PARAM_NAMES = (
     "carrier_man_bits",   # 23 or 52
     "carrier_bias",       # 127 or 1023
     "man_bits",           # format significand bits (fixed point: 1, unused)
-    "emin",               # format exponent of min_normal (fixed point: huge)
-    "bias_parity",        # format bias & 1: code parity when man_bits == 0
-    "below_quantum_exp",  # exponent of the spacing below min_normal (fixed: -frac_bits)
+    "min_normal_bits",    # carrier bits of min_normal; magnitudes below use one spacing
+    "parity_offset",      # man_bits == 0: the code's parity is (carrier field + this) & 1
+    "below_drop_offset",  # dropped bits below min_normal: this - max(carrier field, 1)
     "below_tie_up",       # 1: ties below min_normal go up (no subnormals, man_bits >= 1)
-    "below_quantum_bits",  # carrier bits of 2**below_quantum_exp
+    "below_quantum_bits",  # carrier bits of the spacing below min_normal
     "max_pos_bits",       # carrier bits of the largest positive value
     "max_neg_bits",       # carrier bits of the magnitude of the most negative value
     "overflow",           # OVERFLOW_*
     "keep_inf",           # 1: +-inf inputs are values of the format and stay
     "no_negative_zero",   # 1: a zero result is +0
-    "deep",               # 1: emin below the carrier's, carrier subnormals need their exponent
+    "deep",               # 1: min_normal is a carrier subnormal; those need their exponent
     "word_bits",          # fixed point wrap: word length w
     "signed",             # fixed point wrap: two's complement
     "scale_bits",         # fixed point wrap: float64 bits of 2**-frac_bits
+    "emin",               # deep formats: exponent of min_normal
+    "bias_parity",        # deep formats: bias & 1
 )
 N_PARAMS = len(PARAM_NAMES)
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
@@ -98,86 +101,109 @@ def _wrap(sig, drop, kept, negative, params):
     return float64_to_bits(value)
 
 
+def same_width(template, value):
+    """`value` as an integer of `template`'s type (int32 or int64)."""
+    raise NotImplementedError("same_width runs inside numba kernels only")
+
+
+@overload(same_width, jit_options=NUMBA_OPTIONS)
+def _same_width(template, value):
+    width = np.int32 if template == types.int32 else np.int64
+    return lambda template, value: width(value)
+
+
+def shift_mask(template):
+    """31 for int32, 63 for int64: masking a shift count with it tells LLVM the
+    shift stays inside the type, which lets it keep int32 shifts in int32 lanes."""
+    raise NotImplementedError("shift_mask runs inside numba kernels only")
+
+
+@overload(shift_mask, jit_options=NUMBA_OPTIONS)
+def _shift_mask(template):
+    mask = 31 if template == types.int32 else 63
+    return lambda template: mask
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def round_bits(bits, params, mode, random, rand_bits, general):
     """Round one carrier value, given and returned as its (sign-extended) bits.
 
+    `bits` is an int32 (float32 carrier) or int64 (float64 carrier); the
+    arithmetic stays in that width, so that float32 data fill eight SIMD lanes.
     `random` is a uint64 of random bits (used by the stochastic modes only);
     `rand_bits` in 1..64 is how many of its top bits make the probability.
     `general` (a compile-time constant at every call) enables the two rare paths,
-    formats whose emin lies below the carrier's and fixed-point wrap-around; the
-    fast loops leave them out so that the loop body is a straight line that LLVM
-    turns into SIMD code. Written with selects rather than early returns for the
-    same reason.
+    formats whose min_normal is a carrier subnormal and fixed-point wrap-around;
+    the fast loops leave them out so that the loop body is a straight line that
+    LLVM turns into SIMD code. Written with selects rather than early returns
+    for the same reason. Numba widens int32 arithmetic to int64; every step is
+    cast back so that LLVM can narrow it again.
     """
-    carrier_man_bits = params[0]
-    carrier_bias = params[1]
-    man_bits = params[2]
-    emin = params[3]
-    hidden = ONE << carrier_man_bits
-    inf_bits = ((carrier_bias << ONE) + ONE) << carrier_man_bits
-    abs_mask = inf_bits | (hidden - ONE)  # every bit below the sign
-    sign_bit = abs_mask + ONE  # wraps to int64's minimum for float64
-    quiet_nan = inf_bits | (hidden >> ONE)
-    # (1) sign off; NaN and inf are resolved at the end -----------------------
-    negative = bits < 0
-    magnitude = bits & abs_mask
-    # (2) exponent of x and the format's spacing there --------------------------
-    biased = magnitude >> carrier_man_bits
-    is_normal = biased != 0
-    biased_or_one = max(biased, ONE)
-    exponent = biased_or_one - carrier_bias
-    if general and params[13] and not is_normal and magnitude != 0:
-        exponent = 63 - count_leading_zeros(magnitude) + 1 - carrier_bias - carrier_man_bits
-    sig = (magnitude & (hidden - ONE)) | (hidden if is_normal else ZERO)
-    # carrier subnormals lie below every format's min_normal, except where their
-    # exponent was worked out just above (formats reaching below the carrier)
-    exact_exponent = general and params[13] != 0
-    below = (exponent < emin) | (not is_normal and not exact_exponent)
-    carrier_exp = biased_or_one - carrier_bias - carrier_man_bits
-    quantum_exp = params[5] if below else exponent - man_bits
-    raw_drop = quantum_exp - carrier_exp
-    drop = max(raw_drop, ZERO)  # 0: exact in the carrier's precision
-    # (3) the increment the mode asks for ---------------------------------------
-    clipped = min(drop, carrier_man_bits + 2)
-    kept = sig >> clipped
-    rest = sig & ((ONE << clipped) - ONE)
-    half = (ONE << clipped) >> ONE
+    one = same_width(bits, 1)
+    zero = same_width(bits, 0)
+    carrier_man_bits = same_width(bits, params[0] & shift_mask(bits))
+    hidden = same_width(bits, one << carrier_man_bits)
+    inf_bits = same_width(bits, same_width(bits, same_width(bits, same_width(bits, params[1]) << one) + one) << carrier_man_bits)
+    abs_mask = same_width(bits, inf_bits | same_width(bits, hidden - one))  # every bit below the sign
+    sign_bit = same_width(bits, ~abs_mask)
+    quiet_nan = same_width(bits, inf_bits | same_width(bits, hidden >> one))
+    # (1) sign off; NaN and inf are resolved at the end -------------------
+    negative = bits < zero
+    magnitude = same_width(bits, bits & abs_mask)
+    # (2) where x lies, and how many low bits of its significand go ---------
+    biased = same_width(bits, magnitude >> carrier_man_bits)
+    biased_or_one = same_width(bits, max(biased, one))
+    sig = same_width(bits, same_width(bits, magnitude & same_width(bits, hidden - one)) | (hidden if biased != zero else zero))
+    below = magnitude < same_width(bits, params[3])
+    drop = same_width(bits, same_width(bits, params[5]) - biased_or_one) if below else same_width(bits, carrier_man_bits - same_width(bits, params[2]))
+    parity_source = same_width(bits, biased + same_width(bits, params[4]))
+    if general and params[13] != 0 and biased == zero and not below and magnitude != zero:
+        # a carrier subnormal that is normal in the format: its true exponent
+        exponent = 63 - count_leading_zeros(np.int64(magnitude)) + 1 - params[1] - params[0]
+        drop = same_width(bits, exponent - params[2] - (1 - params[1] - params[0]))
+        parity_source = same_width(bits, exponent + params[18])
+    raw_drop = drop  # < 0: x is a multiple of the spacing (fixed-point wrap needs it)
+    drop = same_width(bits, max(drop, zero))  # 0: exact in the carrier's precision
+    # (3) the increment the mode asks for -----------------------------------
+    clipped = same_width(bits, min(drop, same_width(bits, carrier_man_bits + same_width(bits, 2))) & shift_mask(bits))
+    kept = same_width(bits, sig >> clipped)
+    rest = same_width(bits, sig & same_width(bits, same_width(bits, one << clipped) - one))
+    half = same_width(bits, same_width(bits, one << clipped) >> one)
     # code parity: k's, except for man_bits == 0, where it is the exponent field's
-    odd_code = (kept & ((exponent + params[4]) | np.int64(man_bits != 0)) & ONE) == ONE
-    inexact = rest != 0
+    odd_code = same_width(bits, same_width(bits, kept & same_width(bits, parity_source | same_width(bits, params[2] != 0))) & one) == one
+    inexact = rest != zero
     if mode == NEAREST:
         tie_up = odd_code | (below & (params[6] == 1))
-        increment = np.int64((rest > half) | ((rest == half) & tie_up & inexact))
+        increment = same_width(bits, (rest > half) | ((rest == half) & tie_up & inexact))
     elif mode == NEAREST_AWAY:
-        increment = np.int64((rest >= half) & inexact)
+        increment = same_width(bits, (rest >= half) & inexact)
     elif mode == TOWARD_ZERO:
-        increment = ZERO
+        increment = zero
     elif mode == UP:
-        increment = np.int64(inexact & ~negative)
+        increment = same_width(bits, inexact & ~negative)
     elif mode == DOWN:
-        increment = np.int64(inexact & negative)
+        increment = same_width(bits, inexact & negative)
     elif mode == ODD:
-        increment = np.int64(inexact & ~odd_code)
+        increment = same_width(bits, inexact & ~odd_code)
     elif mode == STOCHASTIC:
         # up iff r < floor(rest * 2**rand_bits / 2**drop): P = floor(frac * 2**r) / 2**r
-        shift = rand_bits - drop
-        up_shift = np.uint64(max(shift, ZERO))
-        down_shift = np.uint64(min(max(-shift, ZERO), np.int64(63)))
+        shift = rand_bits - np.int64(drop)
+        up_shift = np.uint64(max(shift, 0))
+        down_shift = np.uint64(min(max(-shift, 0), 63))
         threshold = (np.uint64(rest) << up_shift) >> down_shift  # rest < 2**54: >> 63 is 0
         drawn = random >> (U64_BITS - np.uint64(rand_bits))
-        increment = np.int64(drawn < threshold)
+        increment = same_width(bits, drawn < threshold)
     else:  # STOCHASTIC_EQUAL
-        increment = np.int64(inexact & ((random >> U_63) == U_ONE))
+        increment = same_width(bits, inexact & ((random >> U_63) == U_ONE))
     # (4) back into carrier bits: where the format's grid is a grid of the
-    # magnitude bits themselves, truncate and add; else x lies below one spacing
-    aligned = drop <= carrier_man_bits + np.int64(biased <= 1)
-    if aligned:
-        result = ((magnitude >> clipped) + increment) << clipped
+    # magnitude bits themselves, truncate and add; else x lies below one
+    # spacing (0 or one step; a mask, not a product: no multiply in SIMD)
+    if drop <= same_width(bits, carrier_man_bits + same_width(bits, biased <= one)):
+        result = same_width(bits, same_width(bits, same_width(bits, magnitude >> clipped) + increment) << clipped)
     else:
-        result = (-increment) & params[7]  # a mask, not a product: no 64-bit multiply in SIMD
+        result = same_width(bits, same_width(bits, -increment) & same_width(bits, params[7]))
     # (5) overflow; +-inf inputs are values beyond max unless the format keeps them
-    max_bits = params[9] if negative else params[8]
+    max_bits = same_width(bits, params[9]) if negative else same_width(bits, params[8])
     if _truncates(mode, negative) or params[10] == OVERFLOW_SATURATE:
         overflowed = max_bits
     elif params[10] == OVERFLOW_INF:
@@ -185,19 +211,19 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     else:
         overflowed = quiet_nan
     if magnitude >= inf_bits:
-        result = inf_bits if params[11] else overflowed
+        result = inf_bits if params[11] != 0 else overflowed
     elif result > max_bits:
         result = overflowed
     if general and params[10] == OVERFLOW_WRAP:
         if magnitude >= inf_bits:
             result = quiet_nan
         else:
-            wrapped = _wrap(sig, raw_drop, kept + increment, negative, params)
-            result = wrapped & abs_mask
-            negative = wrapped < 0
-    # (6) the sign; NaN stays NaN, payload and all ------------------------------
-    if negative and not (result == 0 and params[12]):
-        result |= sign_bit
+            wrapped = same_width(bits, _wrap(np.int64(sig), np.int64(raw_drop), np.int64(kept + increment), negative, params))
+            result = same_width(bits, wrapped & abs_mask)
+            negative = wrapped < zero
+    # (6) the sign; NaN stays NaN, payload and all ----------------------------
+    if negative and not (result == zero and params[12] != 0):
+        result = same_width(bits, result | sign_bit)
     return bits if magnitude > inf_bits else result
 
 
@@ -222,30 +248,30 @@ def round_array(source, target, params, mode, key, offset, rand_bits):
     if params[13] or params[10] == OVERFLOW_WRAP:
         for i in range(n):
             random = splitmix64(key, offset + i)
-            target[i] = round_bits(np.int64(source[i]), params, mode, random, rand_bits, True)
+            target[i] = round_bits(source[i], params, mode, random, rand_bits, True)
     elif mode == NEAREST:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, NEAREST, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, NEAREST, U_ONE, 64, False)
     elif mode == NEAREST_AWAY:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, NEAREST_AWAY, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, NEAREST_AWAY, U_ONE, 64, False)
     elif mode == TOWARD_ZERO:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, TOWARD_ZERO, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, TOWARD_ZERO, U_ONE, 64, False)
     elif mode == UP:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, UP, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, UP, U_ONE, 64, False)
     elif mode == DOWN:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, DOWN, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, DOWN, U_ONE, 64, False)
     elif mode == ODD:
         for i in range(n):
-            target[i] = round_bits(np.int64(source[i]), params, ODD, U_ONE, 64, False)
+            target[i] = round_bits(source[i], params, ODD, U_ONE, 64, False)
     elif mode == STOCHASTIC:
         for i in range(n):
             random = splitmix64(key, offset + i)
-            target[i] = round_bits(np.int64(source[i]), params, STOCHASTIC, random, rand_bits, False)
+            target[i] = round_bits(source[i], params, STOCHASTIC, random, rand_bits, False)
     else:
         for i in range(n):
             random = splitmix64(key, offset + i)
-            target[i] = round_bits(np.int64(source[i]), params, STOCHASTIC_EQUAL, random, 64, False)
+            target[i] = round_bits(source[i], params, STOCHASTIC_EQUAL, random, 64, False)
