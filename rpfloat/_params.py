@@ -33,6 +33,13 @@ def _bits_of(value: float, dtype: np.dtype) -> int:
     return int(np.array(value, dtype=dtype).view(_INT_OF[dtype]))
 
 
+def _half_bits(quantum_exp: int, dtype: np.dtype) -> int:
+    """Carrier bits of 2**(quantum_exp-1), or 0 where the carrier cannot hold it
+    (then no input lies below one spacing and the value is never used)."""
+    half = 2.0 ** (quantum_exp - 1)
+    return _bits_of(half, dtype) if float(np.array(half, dtype=dtype)) == half else 0
+
+
 def _float_fields(fmt, result_dtype: np.dtype):
     """(man_bits, bias, subnormals, max) of `fmt`, with exp_bits=None resolved
     against the IEEE range of the result dtype."""
@@ -84,6 +91,7 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             scale_bits=_bits_of(quantum, np.dtype(np.float64)),
             emin=0,
             bias_parity=0,
+            half_quantum_bits=_half_bits(-fmt.frac_bits, carrier),
         )
     else:
         man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)
@@ -104,5 +112,6 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             deep=int(emin < 1 - carrier_bias),
             emin=emin,
             bias_parity=bias & 1,
+            half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
     return tuple(int(fields[name]) for name in quantize.PARAM_NAMES)

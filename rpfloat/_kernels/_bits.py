@@ -55,3 +55,28 @@ def count_leading_zeros(typingctx, value):
         return builder.ctlz(args[0], context.get_constant(types.boolean, False))
 
     return types.int64(types.int64), codegen
+
+
+def _shift(kind):
+    @intrinsic
+    def shift(typingctx, value, count):
+        """`value` shifted by `count` in `value`'s own integer width (numba would
+        widen an int32 to int64 first, which keeps LLVM from using int32 lanes).
+        The count must lie in [0, width); right shifts are logical."""
+        if not isinstance(value, types.Integer) or not isinstance(count, types.Integer):
+            return None
+
+        def codegen(context, builder, signature, args):
+            width_type = context.get_value_type(value)
+            amount = context.cast(builder, args[1], count, value)
+            if kind == "left":
+                return builder.shl(args[0], amount)
+            return builder.lshr(args[0], amount)
+
+        return value(value, count), codegen
+
+    return shift
+
+
+shift_left = _shift("left")
+shift_right = _shift("right")

@@ -32,6 +32,8 @@ from ._bits import (
     count_leading_zeros,
     float32_to_bits,
     float64_to_bits,
+    shift_left,
+    shift_right,
 )
 from .random import splitmix64
 
@@ -62,6 +64,7 @@ PARAM_NAMES = (
     "scale_bits",         # fixed point wrap: float64 bits of 2**-frac_bits
     "emin",               # deep formats: exponent of min_normal
     "bias_parity",        # deep formats: bias & 1
+    "half_quantum_bits",  # carrier bits of half the spacing below min_normal (0: none)
 )
 N_PARAMS = len(PARAM_NAMES)
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
@@ -142,20 +145,22 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     one = same_width(bits, 1)
     zero = same_width(bits, 0)
     carrier_man_bits = same_width(bits, params[0] & shift_mask(bits))
-    hidden = same_width(bits, one << carrier_man_bits)
-    inf_bits = same_width(bits, same_width(bits, same_width(bits, same_width(bits, params[1]) << one) + one) << carrier_man_bits)
-    abs_mask = same_width(bits, inf_bits | same_width(bits, hidden - one))  # every bit below the sign
+    hidden = shift_left(one, carrier_man_bits)
+    inf_bits = same_width(bits, (2 * params[1] + 1) << params[0])
+    abs_mask = same_width(bits, inf_bits | (hidden - one))  # every bit below the sign
     sign_bit = same_width(bits, ~abs_mask)
-    quiet_nan = same_width(bits, inf_bits | same_width(bits, hidden >> one))
-    # (1) sign off; NaN and inf are resolved at the end -------------------
+    quiet_nan = same_width(bits, inf_bits | shift_right(hidden, one))
+    # (1) sign off; NaN and inf are resolved at the end -----------------------
     negative = bits < zero
     magnitude = same_width(bits, bits & abs_mask)
-    # (2) where x lies, and how many low bits of its significand go ---------
-    biased = same_width(bits, magnitude >> carrier_man_bits)
-    biased_or_one = same_width(bits, max(biased, one))
-    sig = same_width(bits, same_width(bits, magnitude & same_width(bits, hidden - one)) | (hidden if biased != zero else zero))
+    # (2) where x lies, and how many low bits of its significand go -------------
+    biased = shift_right(magnitude, carrier_man_bits)
     below = magnitude < same_width(bits, params[3])
-    drop = same_width(bits, same_width(bits, params[5]) - biased_or_one) if below else same_width(bits, carrier_man_bits - same_width(bits, params[2]))
+    if below:
+        drop = same_width(bits, same_width(bits, params[5]) - max(biased, one))
+    else:
+        drop = same_width(bits, carrier_man_bits - same_width(bits, params[2]))
+    sig = same_width(bits, (magnitude & (hidden - one)) | (hidden if biased != zero else zero))
     parity_source = same_width(bits, biased + same_width(bits, params[4]))
     if general and params[13] != 0 and biased == zero and not below and magnitude != zero:
         # a carrier subnormal that is normal in the format: its true exponent
@@ -163,46 +168,59 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         drop = same_width(bits, exponent - params[2] - (1 - params[1] - params[0]))
         parity_source = same_width(bits, exponent + params[18])
     raw_drop = drop  # < 0: x is a multiple of the spacing (fixed-point wrap needs it)
-    drop = same_width(bits, max(drop, zero))  # 0: exact in the carrier's precision
-    # (3) the increment the mode asks for -----------------------------------
-    clipped = same_width(bits, min(drop, same_width(bits, carrier_man_bits + same_width(bits, 2))) & shift_mask(bits))
-    kept = same_width(bits, sig >> clipped)
-    rest = same_width(bits, sig & same_width(bits, same_width(bits, one << clipped) - one))
-    half = same_width(bits, same_width(bits, one << clipped) >> one)
-    # code parity: k's, except for man_bits == 0, where it is the exponent field's
-    odd_code = same_width(bits, same_width(bits, kept & same_width(bits, parity_source | same_width(bits, params[2] != 0))) & one) == one
+    # drop > carrier_man_bits + 1: x lies below half a spacing of the format
+    clipped = same_width(bits, min(max(drop, zero), carrier_man_bits + 2) & shift_mask(bits))
+    # where the format's grid is a grid of the magnitude bits themselves, rounding
+    # is "add a bias, clear the low bits"; else x lies below one spacing, which
+    # the bits cannot show, and the result is 0 or one spacing
+    aligned = clipped <= same_width(bits, carrier_man_bits + (biased <= one))
+    low_mask = same_width(bits, shift_left(one, clipped) - one)
+    half = same_width(bits, shift_right(low_mask, one) + (low_mask != zero))
+    rest = same_width(bits, sig & low_mask)
     inexact = rest != zero
+    # parity of the truncated code: k's, or for man_bits == 0 the exponent field's
+    parity_mask = same_width(bits, parity_source | (0 if params[2] == 0 else -1))
+    odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
+    # (3) the rounding bias (aligned) and the step decision (below one spacing) -
     if mode == NEAREST:
-        tie_up = odd_code | (below & (params[6] == 1))
-        increment = same_width(bits, (rest > half) | ((rest == half) & tie_up & inexact))
+        tie_up = odd_code | same_width(bits, below & (params[6] == 1))
+        bias = same_width(bits, (half - one + tie_up) & low_mask)
+        step = (magnitude > same_width(bits, params[19])) | (
+            (magnitude == same_width(bits, params[19])) & below & (params[6] == 1))
     elif mode == NEAREST_AWAY:
-        increment = same_width(bits, (rest >= half) & inexact)
+        bias = half
+        step = magnitude >= same_width(bits, params[19])
     elif mode == TOWARD_ZERO:
-        increment = zero
+        bias = zero
+        step = False
     elif mode == UP:
-        increment = same_width(bits, inexact & ~negative)
+        bias = zero if negative else low_mask
+        step = (magnitude != zero) & ~negative
     elif mode == DOWN:
-        increment = same_width(bits, inexact & negative)
+        bias = low_mask if negative else zero
+        step = (magnitude != zero) & negative
     elif mode == ODD:
-        increment = same_width(bits, inexact & ~odd_code)
+        # jam: set the code's last bit when inexact (an increment only if it was clear)
+        bias = same_width(bits, shift_left(one, clipped) & -same_width(bits, inexact & (odd_code == zero)))
+        step = magnitude != zero
     elif mode == STOCHASTIC:
-        # up iff r < floor(rest * 2**rand_bits / 2**drop): P = floor(frac * 2**r) / 2**r
-        shift = rand_bits - np.int64(drop)
-        up_shift = np.uint64(max(shift, 0))
+        # P(up) = floor(frac * 2**r) / 2**r: compare r random bits with the
+        # fraction scaled to r bits (64-bit arithmetic: rest < 2**54)
+        shift = rand_bits - np.int64(raw_drop)
+        up_shift = np.uint64(min(max(shift, 0), 63))
         down_shift = np.uint64(min(max(-shift, 0), 63))
-        threshold = (np.uint64(rest) << up_shift) >> down_shift  # rest < 2**54: >> 63 is 0
+        threshold = (np.uint64(rest) << up_shift) >> down_shift
         drawn = random >> (U64_BITS - np.uint64(rand_bits))
-        increment = same_width(bits, drawn < threshold)
+        step = drawn < threshold
+        bias = low_mask if step else zero
     else:  # STOCHASTIC_EQUAL
-        increment = same_width(bits, inexact & ((random >> U_63) == U_ONE))
-    # (4) back into carrier bits: where the format's grid is a grid of the
-    # magnitude bits themselves, truncate and add; else x lies below one
-    # spacing (0 or one step; a mask, not a product: no multiply in SIMD)
-    if drop <= same_width(bits, carrier_man_bits + same_width(bits, biased <= one)):
-        result = same_width(bits, same_width(bits, same_width(bits, magnitude >> clipped) + increment) << clipped)
+        step = (magnitude != zero) & ((random >> U_63) == U_ONE)
+        bias = low_mask if step else zero
+    if aligned:
+        result = shift_left(shift_right(same_width(bits, magnitude + bias), clipped), clipped)
     else:
-        result = same_width(bits, same_width(bits, -increment) & same_width(bits, params[7]))
-    # (5) overflow; +-inf inputs are values beyond max unless the format keeps them
+        result = same_width(bits, params[7]) if step else zero
+    # (4) overflow; +-inf inputs are values beyond max unless the format keeps them
     max_bits = same_width(bits, params[9]) if negative else same_width(bits, params[8])
     if _truncates(mode, negative) or params[10] == OVERFLOW_SATURATE:
         overflowed = max_bits
@@ -218,10 +236,14 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         if magnitude >= inf_bits:
             result = quiet_nan
         else:
-            wrapped = same_width(bits, _wrap(np.int64(sig), np.int64(raw_drop), np.int64(kept + increment), negative, params))
+            if aligned:
+                rounded_count = shift_right(same_width(bits, sig + bias), clipped)
+            else:
+                rounded_count = np.int64(step)
+            wrapped = _wrap(np.int64(sig), np.int64(raw_drop), np.int64(rounded_count), negative, params)
             result = same_width(bits, wrapped & abs_mask)
-            negative = wrapped < zero
-    # (6) the sign; NaN stays NaN, payload and all ----------------------------
+            negative = wrapped < 0
+    # (5) the sign; NaN stays NaN, payload and all --------------------------------
     if negative and not (result == zero and params[12] != 0):
         result = same_width(bits, result | sign_bit)
     return bits if magnitude > inf_bits else result

@@ -1,0 +1,394 @@
+"""Kernels that round exact results of arithmetic, and rounded accumulation.
+
+Private: they see only float64 arrays and integers and never validate.
+
+Why a residual
+--------------
+``fl(x op y)`` (float64) followed by a rounding onto a format is a double rounding.
+For round-to-nearest it is harmless when ``53 >= 2p + 2`` (p: the format's
+precision); for the directed modes it is wrong in every format: ``1 + 2**-60``
+rounded ``up`` onto bfloat16 must give ``1 + 2**-7``, but ``fl`` already gives 1.
+So the kernels carry the exact result as an unevaluated pair ``z = s + r`` with
+``s = fl(z)`` and ``|r| <= ulp(s) / 2`` -- from the error-free transformations
+``two_sum`` (Knuth) and ``two_product`` (Dekker, Veltkamp splitting; numpy has no
+fma) -- and :func:`round_exact` rounds ``z`` itself:
+
+* ``r == 0``: round ``s``.
+* directed modes: ``z`` lies strictly between ``s`` and its float64 neighbour ``t``
+  on ``r``'s side, and no value of the format (a subset of float64) lies between
+  them; ``down(z) = down(min(s, t))``, ``up(z) = up(max(s, t))``.
+* ``odd``: round the one of ``s``, ``t`` whose last significand bit is odd (the
+  round-to-odd value of ``z`` at 53 bits); it is never a value of a coarser grid,
+  and where the grids coincide its code is odd.
+* nearest modes: ``s`` rounds like ``z`` unless ``s`` is exactly a midpoint of the
+  format (then ``t``, on ``z``'s side of it, rounds like ``z``), or ``s`` and ``t``
+  are both values and ``z`` is their float64 midpoint (only formats as fine as
+  float64 there; ``nearest_away`` then takes the larger magnitude).
+* ``stochastic``: the neighbours ``A < |z| < B`` come from the kernel; the threshold
+  ``floor((|z| - A) / (B - A) * 2**rand_bits)`` is computed exactly from ``s - A``
+  and ``r`` (both scaled by a power of two), so the probability is exactly the
+  one ``rp.round`` would use for ``z``.
+
+Limits (documented in ``rpfloat.array``): the residual is exact while no step
+overflows or underflows float64 -- operands below ``2**995`` in magnitude for the
+split, products and quotients above ``2**-969``; outside that (only formats with a
+float64-sized exponent range get there) the float64 result is rounded. Under the
+fixed-point ``"wrap"`` policy, out-of-range nearest midpoints and stochastic
+results are rounded from ``s`` (round-to-odd) as well.
+
+Accumulation order and random numbers
+-------------------------------------
+:func:`accumulate` reduces the last axis of ``a`` against the middle axis of ``b``
+(``out[g, i, j] = sum_k a[g, i, k] * b[g, k, j]``), or the last axis of ``a`` alone
+(``kind == SUM``). A term is ``a`` (SUM), the product rounded onto the product
+format (PRODUCT), or the exact product fused into the addition (FUSED). Every
+value held in the accumulator is a value of the accumulator format:
+
+* sequential: ``acc = round(term_0)``, then ``acc = round(acc + term_k)``;
+* pairwise: every term is rounded into the accumulator, then adjacent pairs are
+  added and rounded level by level (``(v0+v1), (v2+v3), ...``); an odd last value
+  moves up a level unchanged.
+
+Output ``o`` (C-order flat index of ``out``) with ``n`` terms draws its random
+numbers from counters ``3 n o + c``: ``c = 3k`` rounds product ``k``,
+``c = 3k + 1`` rounds term ``k`` into the accumulator, ``c = 3t + 2`` rounds the
+``t``-th addition (counted from 0 in the order performed; in sequential order the
+addition of term ``k`` is ``t = k - 1``, and a fused first term uses ``c = 1``).
+"""
+import math
+
+import numpy as np
+from numba import njit, types
+
+from ._bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from .quantize import (
+    DOWN,
+    NEAREST_AWAY,
+    ODD,
+    PARAMS_TYPE,
+    STOCHASTIC,
+    STOCHASTIC_EQUAL,
+    TOWARD_ZERO,
+    UP,
+    round_bits,
+)
+from .random import splitmix64
+
+# Kinds of term for `accumulate`.
+SUM, PRODUCT, FUSED = range(3)
+
+ABS_MASK = np.int64(0x7FFFFFFFFFFFFFFF)
+SIGN_BIT = np.int64(-0x8000000000000000)
+INF_BITS = np.int64(0x7FF0000000000000)
+VELTKAMP = float.fromhex("0x1.0000002p+27")  # 2**27 + 1 splits a float64 in halves
+TWO_TO_64 = float.fromhex("0x1p+64")
+TINY = float.fromhex("0x0.0000000000001p-1022")  # smallest subnormal
+U64_MAX = np.uint64(0xFFFFFFFFFFFFFFFF)
+U64_ZERO = np.uint64(0)
+U64_64 = np.uint64(64)
+U64_63 = np.uint64(63)
+U64_ONE = np.uint64(1)
+MIDPOINTS_TYPE = types.UniTuple(types.float64, 2)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def two_sum(a, b):
+    """``(s, r)`` with ``s = fl(a + b)`` and ``s + r == a + b`` exactly (Knuth)."""
+    s = a + b
+    b_virtual = s - a
+    a_virtual = s - b_virtual
+    return s, (a - a_virtual) + (b - b_virtual)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _split(a):
+    c = VELTKAMP * a
+    high = c - (c - a)
+    return high, a - high
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def two_product(a, b):
+    """``(p, e)`` with ``p = fl(a * b)`` and ``p + e == a * b`` exactly (Dekker)."""
+    p = a * b
+    a_high, a_low = _split(a)
+    b_high, b_low = _split(b)
+    e = ((a_high * b_high - p) + a_high * b_low + a_low * b_high) + a_low * b_low
+    return p, e
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def add_to_odd(a, b):
+    """``a + b`` rounded to odd: ``fl(a + b)``, moved one step toward the exact sum
+    when inexact and its last bit is even."""
+    s, r = two_sum(a, b)
+    if r != 0.0:
+        bits = float64_to_bits(s)
+        if (bits & 1) == 0:
+            away = (r > 0.0) != (bits < 0)
+            s = bits_to_float64(bits + 1 if away else bits - 1)
+    return s
+
+
+_ROUND_SIGNATURE = types.int64(types.int64, PARAMS_TYPE, types.int64, types.uint64, types.int64)
+
+
+# The rare paths call ``round_bits`` compiled once, here, rather than inlining a
+# copy at each site: every inlined copy costs a second or more of compilation.
+@njit(_ROUND_SIGNATURE, **NUMBA_OPTIONS)
+def round_value(bits, params, mode, random, rand_bits):
+    """``round_bits`` for every format (its rare paths included)."""
+    return round_bits(bits, params, mode, random, rand_bits, True)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _toward_zero(magnitude, sign, params):
+    """Magnitude of the format value next to ``sign | magnitude`` toward zero."""
+    return bits_to_float64(round_value(magnitude | sign, params, TOWARD_ZERO, U64_ZERO, 64) & ABS_MASK)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _away_from_zero(magnitude, sign, params):
+    """Magnitude of the format value next to ``sign | magnitude`` away from zero
+    (inf or NaN when it overflows, max when saturated)."""
+    mode = DOWN if sign != 0 else UP
+    return bits_to_float64(round_value(magnitude | sign, params, mode, U64_ZERO, 64) & ABS_MASK)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _is_value(magnitude, sign, params):
+    """Whether ``sign | magnitude`` (float64 bits) is a value of the format."""
+    return _toward_zero(magnitude, sign, params) == bits_to_float64(magnitude)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _nearest_pick(magnitude, other, upper, residual, params, midpoints, mode, sign):
+    """The float64 (bits, sign-less) that rounds to nearest like ``|s + r|``."""
+    value = bits_to_float64(magnitude)
+    lower_value = _toward_zero(magnitude, sign, params)
+    if lower_value == value:
+        # s is a value: only a float64 tie between two values needs a rule
+        if mode == NEAREST_AWAY and _is_value(other, sign, params):
+            if 2.0 * abs(residual) == abs(bits_to_float64(other) - value):
+                return upper
+        return magnitude
+    upper_value = _away_from_zero(magnitude, sign, params)
+    if lower_value <= value <= upper_value:
+        if value - lower_value == upper_value - value:
+            return other
+    elif value == midpoints[1 if sign != 0 else 0]:
+        return other
+    return magnitude
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _stochastic_up(magnitude, lower_value, upper_value, residual_up, random, rand_bits):
+    """Whether stochastic rounding of ``|z| = |s| + residual_up`` between the format
+    values ``lower_value < |z| < upper_value`` goes up, drawing ``random``:
+    ``drawn < floor((|z| - lower) / (upper - lower) * 2**rand_bits)``, exactly."""
+    spacing = upper_value - lower_value  # a power of two
+    scale_exp = rand_bits - (math.frexp(spacing)[1] - 1)
+    head = math.ldexp(bits_to_float64(magnitude) - lower_value, scale_exp)
+    tail = math.ldexp(residual_up, scale_exp)
+    if tail == 0.0:
+        tail = math.copysign(TINY, residual_up)  # underflowed: only its sign counts
+    high, low = two_sum(head, tail)
+    floor_high = np.floor(high)
+    if floor_high != high:
+        whole, extra = floor_high, 0.0  # |low| cannot reach the next integer
+    else:
+        whole, extra = high, np.floor(low)
+    # threshold = whole + extra, an integer in [0, 2**rand_bits)
+    if whole >= TWO_TO_64:
+        threshold = U64_MAX - np.uint64(-(extra + 1.0))
+    elif extra >= 0.0:
+        threshold = np.uint64(whole) + np.uint64(extra)
+    else:
+        threshold = np.uint64(whole) - np.uint64(-extra)
+    drawn = random >> (U64_64 - np.uint64(rand_bits))
+    return drawn < threshold
+
+
+@njit(types.float64(types.float64, types.float64, PARAMS_TYPE, MIDPOINTS_TYPE, types.int64, types.uint64,
+                    types.int64),
+      **NUMBA_OPTIONS)
+def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
+    """Round the exact ``value + residual`` onto the format of `params` (float64
+    carrier parameters), where ``value = fl(value + residual)``.
+
+    `midpoints` are the magnitudes halfway between ``max`` (positive, negative) and
+    the next value of the unbounded-exponent grid, or -1.0 where a float64 cannot
+    hold them (then no float64 is one)."""
+    bits = float64_to_bits(value)
+    magnitude = bits & ABS_MASK
+    if residual == 0.0 or magnitude >= INF_BITS or not math.isfinite(residual):
+        return bits_to_float64(round_value(bits, params, mode, random, rand_bits))
+    if magnitude == 0:  # an underflowed product: the residual is all there is
+        return bits_to_float64(round_value(float64_to_bits(residual), params, mode, random, rand_bits))
+    negative = bits < 0
+    sign = bits & SIGN_BIT
+    away = (residual > 0.0) != negative  # the residual adds to the magnitude
+    other = magnitude + 1 if away else magnitude - 1  # float64 neighbour on z's side
+    lower = min(magnitude, other)
+    upper = max(magnitude, other)
+    if mode == TOWARD_ZERO:
+        pick = lower
+    elif mode == UP:
+        pick = lower if negative else upper
+    elif mode == DOWN:
+        pick = upper if negative else lower
+    elif mode == ODD:
+        pick = magnitude if (magnitude & 1) == 1 else other
+    elif mode == STOCHASTIC_EQUAL:
+        if _is_value(magnitude, sign, params):
+            if _is_value(other, sign, params):
+                pick = upper if (random >> U64_63) == U64_ONE else lower
+                return bits_to_float64(round_value(pick | sign, params, TOWARD_ZERO, U64_ZERO, 64))
+            pick = other
+        else:
+            pick = magnitude
+    elif mode == STOCHASTIC:
+        lower_value = _toward_zero(lower, sign, params)
+        upper_value = _away_from_zero(upper, sign, params)
+        if lower_value <= bits_to_float64(lower) and bits_to_float64(upper) <= upper_value < math.inf:
+            residual_up = abs(residual) if away else -abs(residual)
+            if _stochastic_up(magnitude, lower_value, upper_value, residual_up, random, rand_bits):
+                pick = float64_to_bits(upper_value)
+            else:
+                pick = float64_to_bits(lower_value)
+            return bits_to_float64(round_value(pick | sign, params, TOWARD_ZERO, U64_ZERO, 64))
+        pick = magnitude if (magnitude & 1) == 1 else other  # overflow: round to odd first
+    else:
+        pick = _nearest_pick(magnitude, other, upper, residual, params, midpoints, mode, sign)
+    return bits_to_float64(round_value(pick | sign, params, mode, random, rand_bits))
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _round(value, residual, params, midpoints, mode, random, rand_bits, general):
+    """:func:`round_exact`, with the common case (exact, no rare path) inlined."""
+    if residual == 0.0 and not general:
+        return bits_to_float64(round_bits(float64_to_bits(value), params, mode, random, rand_bits, False))
+    return round_exact(value, residual, params, midpoints, mode, random, rand_bits)
+
+
+_ARRAY1 = types.Array(types.float64, 1, "C")
+_ARRAY3 = types.Array(types.float64, 3, "C")
+_INPUT1 = types.Array(types.float64, 1, "C", readonly=True)  # writeable arrays convert to it
+_INPUT3 = types.Array(types.float64, 3, "C", readonly=True)
+
+
+@njit(types.void(_INPUT1, _INPUT1, _ARRAY1, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64,
+                 types.uint64, types.int64),
+      **NUMBA_OPTIONS)
+def round_pairs(values, residuals, out, params, midpoints, general, mode, key, rand_bits):
+    """``out[i] = round_exact(values[i], residuals[i])``; element i draws number i of `key`."""
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    random = U64_ZERO
+    for i in range(values.size):
+        if stochastic:
+            random = splitmix64(key, i)
+        out[i] = _round(values[i], residuals[i], params, midpoints, mode, random, rand_bits, general)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _popcount(k):
+    count = 0
+    while k:
+        k &= k - 1
+        count += 1
+    return count
+
+
+@njit(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, PARAMS_TYPE,
+                 MIDPOINTS_TYPE, types.boolean, types.int64, types.int64, types.boolean, types.uint64,
+                 types.int64),
+      **NUMBA_OPTIONS)
+def accumulate(a, b, out, product_params, product_midpoints, product_general, acc_params, acc_midpoints,
+               acc_general, mode, kind, pairwise, key, rand_bits):
+    """``out[g, i, j]``: the rounded reduction of row ``a[g, i, :]`` (against column
+    ``b[g, :, j]``) in the order and with the random counters of the module docstring.
+
+    The loops run ``i, k, j``: the ``cols`` accumulators of a row advance together,
+    so their roundings are independent and overlap (a single chain of roundings
+    waits on each one's latency). Pairwise sums are evaluated streaming, with a
+    stack per accumulator: term ``k`` is merged with the stack's top once per
+    trailing one bit of ``k``.
+    """
+    groups, rows, n = a.shape
+    cols = out.shape[2]
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    acc = np.zeros(cols, dtype=np.float64)
+    depth = 64 if pairwise else 0
+    stack = np.empty((cols, depth), dtype=np.float64)
+    random = U64_ZERO
+    for g in range(groups):
+        for i in range(rows):
+            first_output = (g * rows + i) * cols
+            for k in range(n):
+                x = a[g, i, k]
+                merges_before = k - _popcount(k)
+                for j in range(cols):
+                    base = np.int64(3) * n * (first_output + j)
+                    if kind == SUM:
+                        total, residual = x, 0.0
+                    else:
+                        total, residual = two_product(x, b[g, k, j])
+                    # every rounding of this step goes through the one _round below:
+                    # stage 0 rounds the product, stage 1 enters or adds the term,
+                    # stage 2 and up merge pairwise partial sums
+                    stage = 0 if kind == PRODUCT else 1
+                    counter = base + 3 * k
+                    level = 0
+                    while True:
+                        if stage == 1:
+                            term, term_residual = total, residual
+                            if pairwise or k == 0:  # the term enters the accumulator
+                                counter = base + 3 * k + 1
+                            elif kind == FUSED:
+                                high, low = two_sum(acc[j], term)
+                                total, residual = two_sum(high, add_to_odd(low, term_residual))
+                                counter = base + 3 * k - 1
+                            else:
+                                total, residual = two_sum(acc[j], term)
+                                counter = base + 3 * k - 1
+                        if stochastic:
+                            random = splitmix64(key, counter)
+                        if stage == 0:
+                            params, midpoints, general = product_params, product_midpoints, product_general
+                        else:
+                            params, midpoints, general = acc_params, acc_midpoints, acc_general
+                        rounded = _round(total, residual, params, midpoints, mode, random, rand_bits, general)
+                        stage += 1
+                        if stage == 1:
+                            total, residual = rounded, 0.0
+                        elif not pairwise:
+                            acc[j] = rounded
+                            break
+                        elif (k >> level) & 1 == 0:
+                            stack[j, level] = rounded
+                            break
+                        else:
+                            total, residual = two_sum(stack[j, level], rounded)
+                            counter = base + 3 * (merges_before + level) + 2
+                            level += 1
+            if pairwise and n > 0:
+                # the partial sums left on the stack, smallest (rightmost) first
+                lowest = 0
+                while (n >> lowest) & 1 == 0:
+                    lowest += 1
+                for j in range(cols):
+                    base = np.int64(3) * n * (first_output + j)
+                    t = n - _popcount(n)
+                    value = stack[j, lowest]
+                    for level in range(lowest + 1, 64):
+                        if (n >> level) & 1 == 1:
+                            total, residual = two_sum(stack[j, level], value)
+                            if stochastic:
+                                random = splitmix64(key, base + 3 * t + 2)
+                            value = round_exact(total, residual, acc_params, acc_midpoints, mode, random,
+                                                rand_bits)
+                            t += 1
+                    acc[j] = value
+            for j in range(cols):
+                out[g, i, j] = acc[j]
+                acc[j] = 0.0
