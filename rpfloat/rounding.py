@@ -9,7 +9,7 @@ import numba
 import numpy as np
 
 from . import _codes
-from ._kernels.quantize import round_array
+from ._kernels.quantize import round_array_for
 from ._params import compute_dtype, kernel_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
@@ -149,6 +149,9 @@ def _run_kernel(source, target, params, mode, key, offset, rand_bits):
     global _pool
     size = source.size
     key = np.uint64(key)
+    source = source.view()
+    source.flags.writeable = False  # the kernel's one signature takes a read-only source
+    round_array = round_array_for(source.dtype)
     threads = 1 if size < 2 * PARALLEL_THRESHOLD else min(numba.get_num_threads(), size // PARALLEL_THRESHOLD)
     if threads == 1:
         round_array(source, target, params, mode, key, offset, rand_bits)

@@ -258,7 +258,7 @@ def _loop_signature(bits_type):
 SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
 
 
-@njit(SIGNATURES, **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def round_array(source, target, params, mode, key, offset, rand_bits):
     """Round every element of `source` (carrier bits) into `target` (may be `source`).
 
@@ -297,3 +297,13 @@ def round_array(source, target, params, mode, key, offset, rand_bits):
         for i in range(n):
             random = splitmix64(key, offset + i)
             target[i] = round_bits(source[i], params, STOCHASTIC_EQUAL, random, 64, False)
+
+
+def round_array_for(bits_dtype):
+    """`round_array`, with its signature for int32 (float32 data) or int64 data
+    compiled, or loaded from numba's cache, on first use: an import loads nothing.
+    Callers pass a read-only `source` view, so the call matches the signature."""
+    index = 0 if bits_dtype == np.int32 else 1
+    if SIGNATURES[index].args not in round_array.overloads:
+        round_array.compile(SIGNATURES[index])
+    return round_array
