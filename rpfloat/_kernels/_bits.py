@@ -9,40 +9,23 @@ from numba.extending import intrinsic
 NUMBA_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
 
 
-@intrinsic
-def float64_to_bits(typingctx, value):
-    """Bits of a float64 as int64."""
-    if value != types.float64:
-        return None
+def _bitcast(source_type, target_type):
+    @intrinsic
+    def bitcast(typingctx, value):
+        if value != source_type:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int64))
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(target_type))
 
-    return types.int64(types.float64), codegen
+        return target_type(source_type), codegen
 
-
-@intrinsic
-def bits_to_float64(typingctx, bits):
-    """The float64 whose bits are the int64 `bits`."""
-    if bits != types.int64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-
-    return types.float64(types.int64), codegen
+    return bitcast
 
 
-@intrinsic
-def float32_to_bits(typingctx, value):
-    """Bits of a float32 as int32."""
-    if value != types.float32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.int32))
-
-    return types.int32(types.float32), codegen
+float64_to_bits = _bitcast(types.float64, types.int64)
+bits_to_float64 = _bitcast(types.int64, types.float64)
+float32_to_bits = _bitcast(types.float32, types.int32)
 
 
 @intrinsic
@@ -67,7 +50,6 @@ def _shift(kind):
             return None
 
         def codegen(context, builder, signature, args):
-            width_type = context.get_value_type(value)
             amount = context.cast(builder, args[1], count, value)
             if kind == "left":
                 return builder.shl(args[0], amount)

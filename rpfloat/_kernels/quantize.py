@@ -258,45 +258,40 @@ def _loop_signature(bits_type):
 SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
 
 
+@njit(inline="always", **NUMBA_OPTIONS)
+def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
+    for i in range(source.size):
+        random = splitmix64(key, offset + i)  # dead code, removed, where the mode is deterministic
+        target[i] = round_bits(source[i], params, mode, random, rand_bits, general)
+
+
 @njit(**NUMBA_OPTIONS)
 def round_array(source, target, params, mode, key, offset, rand_bits):
     """Round every element of `source` (carrier bits) into `target` (may be `source`).
 
     Element ``i`` draws random number ``offset + i`` of the stream `key`, so a slice
     rounded with the matching offset gives the same bits as the whole array.
-    The mode is chosen here, once, so that each loop is compiled for one mode.
+    The mode is chosen here, once: each branch passes it as a constant, so that
+    each loop is compiled for one mode.
     """
-    n = source.size
     if params[13] or params[10] == OVERFLOW_WRAP:
-        for i in range(n):
-            random = splitmix64(key, offset + i)
-            target[i] = round_bits(source[i], params, mode, random, rand_bits, True)
+        _round_loop(source, target, params, mode, key, offset, rand_bits, True)
     elif mode == NEAREST:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, NEAREST, U_ONE, 64, False)
+        _round_loop(source, target, params, NEAREST, key, offset, rand_bits, False)
     elif mode == NEAREST_AWAY:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, NEAREST_AWAY, U_ONE, 64, False)
+        _round_loop(source, target, params, NEAREST_AWAY, key, offset, rand_bits, False)
     elif mode == TOWARD_ZERO:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, TOWARD_ZERO, U_ONE, 64, False)
+        _round_loop(source, target, params, TOWARD_ZERO, key, offset, rand_bits, False)
     elif mode == UP:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, UP, U_ONE, 64, False)
+        _round_loop(source, target, params, UP, key, offset, rand_bits, False)
     elif mode == DOWN:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, DOWN, U_ONE, 64, False)
+        _round_loop(source, target, params, DOWN, key, offset, rand_bits, False)
     elif mode == ODD:
-        for i in range(n):
-            target[i] = round_bits(source[i], params, ODD, U_ONE, 64, False)
+        _round_loop(source, target, params, ODD, key, offset, rand_bits, False)
     elif mode == STOCHASTIC:
-        for i in range(n):
-            random = splitmix64(key, offset + i)
-            target[i] = round_bits(source[i], params, STOCHASTIC, random, rand_bits, False)
+        _round_loop(source, target, params, STOCHASTIC, key, offset, rand_bits, False)
     else:
-        for i in range(n):
-            random = splitmix64(key, offset + i)
-            target[i] = round_bits(source[i], params, STOCHASTIC_EQUAL, random, 64, False)
+        _round_loop(source, target, params, STOCHASTIC_EQUAL, key, offset, rand_bits, False)
 
 
 def round_array_for(bits_dtype):
