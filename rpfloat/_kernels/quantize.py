@@ -177,16 +177,16 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     low_mask = same_width(bits, shift_left(one, clipped) - one)
     half = same_width(bits, shift_right(low_mask, one) + (low_mask != zero))
     rest = same_width(bits, sig & low_mask)
-    inexact = rest != zero
     # parity of the truncated code: k's, or for man_bits == 0 the exponent field's
     parity_mask = same_width(bits, parity_source | (0 if params[2] == 0 else -1))
     odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
     # (3) the rounding bias (aligned) and the step decision (below one spacing) -
     if mode == NEAREST:
-        tie_up = odd_code | same_width(bits, below & (params[6] == 1))
+        tie_up = odd_code | (same_width(bits, params[6]) if below else zero)
         bias = same_width(bits, (half - one + tie_up) & low_mask)
-        step = (magnitude > same_width(bits, params[19])) | (
-            (magnitude == same_width(bits, params[19])) & below & (params[6] == 1))
+        # below one spacing (always below min_normal): a tie steps up only where
+        # the format has no subnormals (m > h or m == h and t  <=>  m > h - t)
+        step = magnitude > same_width(bits, params[19] - params[6])
     elif mode == NEAREST_AWAY:
         bias = half
         step = magnitude >= same_width(bits, params[19])
@@ -195,13 +195,13 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         step = False
     elif mode == UP:
         bias = zero if negative else low_mask
-        step = (magnitude != zero) & ~negative
+        step = False if negative else magnitude != zero
     elif mode == DOWN:
         bias = low_mask if negative else zero
-        step = (magnitude != zero) & negative
+        step = magnitude != zero if negative else False
     elif mode == ODD:
         # jam: set the code's last bit when inexact (an increment only if it was clear)
-        bias = same_width(bits, shift_left(one, clipped) & -same_width(bits, inexact & (odd_code == zero)))
+        bias = shift_left(same_width(bits, same_width(bits, rest != zero) & ~odd_code), clipped)
         step = magnitude != zero
     elif mode == STOCHASTIC:
         # P(up) = floor(frac * 2**r) / 2**r: compare r random bits with the
@@ -214,7 +214,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         step = drawn < threshold
         bias = low_mask if step else zero
     else:  # STOCHASTIC_EQUAL
-        step = (magnitude != zero) & ((random >> U_63) == U_ONE)
+        step = magnitude != zero if (random >> U_63) == U_ONE else False
         bias = low_mask if step else zero
     if aligned:
         result = shift_left(shift_right(same_width(bits, magnitude + bias), clipped), clipped)
@@ -244,8 +244,8 @@ def round_bits(bits, params, mode, random, rand_bits, general):
             result = same_width(bits, wrapped & abs_mask)
             negative = wrapped < 0
     # (5) the sign; NaN stays NaN, payload and all --------------------------------
-    if negative and not (result == zero and params[12] != 0):
-        result = same_width(bits, result | sign_bit)
+    sign = zero if params[12] != 0 and result == zero else same_width(bits, sign_bit if negative else zero)
+    result = same_width(bits, result | sign)
     return bits if magnitude > inf_bits else result
 
 
