@@ -114,4 +114,9 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             bias_parity=bias & 1,
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
+    quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
+    for sign in ("pos", "neg"):
+        fields[f"overflow_{sign}_bits"] = {
+            "inf": inf_bits, "nan": quiet_nan, "saturate": fields[f"max_{sign}_bits"], "wrap": quiet_nan,
+        }[policy]
     return tuple(int(fields[name]) for name in quantize.PARAM_NAMES)

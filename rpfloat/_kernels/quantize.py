@@ -65,6 +65,8 @@ PARAM_NAMES = (
     "emin",               # deep formats: exponent of min_normal
     "bias_parity",        # deep formats: bias & 1
     "half_quantum_bits",  # carrier bits of half the spacing below min_normal (0: none)
+    "overflow_pos_bits",  # what a positive overflow becomes (not toward zero): max, inf or NaN
+    "overflow_neg_bits",  # the same for negative overflow (magnitude bits)
 )
 N_PARAMS = len(PARAM_NAMES)
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
@@ -152,6 +154,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     quiet_nan = same_width(bits, inf_bits | shift_right(hidden, one))
     # (1) sign off; NaN and inf are resolved at the end -----------------------
     negative = bits < zero
+    signed_source = bits  # whose sign the result takes (wrap-around may change it)
     magnitude = same_width(bits, bits & abs_mask)
     # (2) where x lies, and how many low bits of its significand go -------------
     biased = shift_right(magnitude, carrier_man_bits)
@@ -169,7 +172,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         parity_source = same_width(bits, exponent + params[18])
     raw_drop = drop  # < 0: x is a multiple of the spacing (fixed-point wrap needs it)
     # drop > carrier_man_bits + 1: x lies below half a spacing of the format
-    clipped = same_width(bits, min(max(drop, zero), carrier_man_bits + 2) & shift_mask(bits))
+    clipped = same_width(bits, min(max(drop, zero), same_width(bits, carrier_man_bits + 2)) & shift_mask(bits))
     # where the format's grid is a grid of the magnitude bits themselves, rounding
     # is "add a bias, clear the low bits"; else x lies below one spacing, which
     # the bits cannot show, and the result is 0 or one spacing
@@ -182,7 +185,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
     # (3) the rounding bias (aligned) and the step decision (below one spacing) -
     if mode == NEAREST:
-        tie_up = odd_code | (same_width(bits, params[6]) if below else zero)
+        tie_up = odd_code | (same_width(bits, params[6]) & same_width(bits, below))
         bias = same_width(bits, (half - one + tie_up) & low_mask)
         # below one spacing (always below min_normal): a tie steps up only where
         # the format has no subnormals (m > h or m == h and t  <=>  m > h - t)
@@ -221,15 +224,15 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     else:
         result = same_width(bits, params[7]) if step else zero
     # (4) overflow; +-inf inputs are values beyond max unless the format keeps them
+    # (the policy's choice per sign is a parameter: no branch on it in the loop)
     max_bits = same_width(bits, params[9]) if negative else same_width(bits, params[8])
-    if _truncates(mode, negative) or params[10] == OVERFLOW_SATURATE:
+    if _truncates(mode, negative):
         overflowed = max_bits
-    elif params[10] == OVERFLOW_INF:
-        overflowed = inf_bits
     else:
-        overflowed = quiet_nan
+        overflowed = same_width(bits, params[21]) if negative else same_width(bits, params[20])
+    keep_inf = same_width(bits, -params[11])  # all ones or zero
     if magnitude >= inf_bits:
-        result = inf_bits if params[11] != 0 else overflowed
+        result = same_width(bits, (inf_bits & keep_inf) | (overflowed & ~keep_inf))
     elif result > max_bits:
         result = overflowed
     if general and params[10] == OVERFLOW_WRAP:
@@ -242,10 +245,10 @@ def round_bits(bits, params, mode, random, rand_bits, general):
                 rounded_count = np.int64(step)
             wrapped = _wrap(np.int64(sig), np.int64(raw_drop), np.int64(rounded_count), negative, params)
             result = same_width(bits, wrapped & abs_mask)
-            negative = wrapped < 0
+            signed_source = same_width(bits, wrapped)
     # (5) the sign; NaN stays NaN, payload and all --------------------------------
-    sign = zero if params[12] != 0 and result == zero else same_width(bits, sign_bit if negative else zero)
-    result = same_width(bits, result | sign)
+    unsigned_zero = same_width(bits, -same_width(bits, result == zero)) & same_width(bits, -params[12])
+    result = same_width(bits, result | (signed_source & sign_bit & ~unsigned_zero))
     return bits if magnitude > inf_bits else result
 
 
