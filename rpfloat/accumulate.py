@@ -1,19 +1,302 @@
-"""Sums, dot and matrix products with every partial result rounded. Work in progress."""
+"""Sums, dot products and matrix products with every partial result rounded.
+
+A low-precision accumulator or a hardware datapath rounds after every operation;
+``np.sum`` does not. These functions do, in an order you choose:
+
+* every product ``a_k * b_k`` is rounded onto `fmt` (``fma=False``), or not rounded
+  on its own (``fma=True``: the exact product goes into the accumulator with one
+  rounding, a fused multiply-add);
+* every value that enters the accumulator and every addition is rounded onto
+  `acc` (default: `fmt`):
+
+  - ``order="sequential"``: ``acc = round(t_0)``, then ``acc = round(acc + t_k)``
+    for ``k = 1, 2, ...`` (``t_k``: the k-th term, i.e. ``x_k`` for :func:`sum`, the
+    rounded or exact product for :func:`dot` and :func:`matmul`);
+  - ``order="pairwise"``: every term is rounded into the accumulator, then
+    neighbours are added level by level, ``(v0 + v1), (v2 + v3), ...``, each sum
+    rounded; an odd last value moves up a level as it is.
+
+Each rounding is of the exact result of its operation (error-free
+transformations, see :mod:`rpfloat._kernels.accumulate`), in the given mode, with
+the format's default overflow policy. Inputs are used exactly as given; round
+them first (``rp.round`` or ``rp.asarray``) to model data stored in a format.
+
+Stochastic modes draw one random number per rounding from a counter-based stream:
+with an int seed the result is a pure function of the inputs and the seed. The
+counters are listed in :mod:`rpfloat._kernels.accumulate`.
+"""
 from __future__ import annotations
+
+import builtins
+import functools
+import operator
+from fractions import Fraction
+
+import numpy as np
+
+from ._kernels import accumulate as _kernels
+from ._kernels import quantize as _quantize
+from ._params import kernel_params
+from .fixedformat import FixedFormat
+from .floatformat import FloatFormat
+from .modes import parse_mode
+from .presets import format as to_format
+from .rounding import _overflow_policy, _random_key, result_dtype
 
 __all__ = ["sum", "dot", "matmul"]
 
+_FLOAT64 = np.dtype(np.float64)
+_IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
+_ORDERS = ("sequential", "pairwise")
+_RAND_BITS = 64
+_DEEP = _quantize.PARAM_NAMES.index("deep")
+
 
 def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # noqa: A001
-    """Sum with every addition rounded onto `fmt` (not yet implemented)."""
-    raise NotImplementedError("rp.sum is being built (issue 5)")
+    """Sum of `x` with every addition rounded onto `fmt`.
+
+    Parameters
+    ----------
+    x : array_like
+        Real numbers (an :class:`~rpfloat.RPArray` gives its values), taken exactly.
+    fmt : FloatFormat, FixedFormat or str
+        The accumulator's format.
+    axis : None, int or tuple of ints
+        Axes to sum over; None sums everything.
+    mode : str
+        Rounding mode of every step (SPEC §2).
+    order : {"sequential", "pairwise"}
+        ``"sequential"``: ``acc = round(x_0)``, then ``acc = round(acc + x_k)``.
+        ``"pairwise"``: every ``x_k`` is rounded, then neighbours are added level
+        by level, each sum rounded.
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        Randomness for the stochastic modes (an int seed reproduces the result).
+
+    Returns
+    -------
+    numpy scalar or ndarray
+        Of dtype ``np.result_type(x.dtype, fmt.carrier)`` (ints and bools count as
+        float64). An empty sum is 0.
+
+    Examples
+    --------
+    >>> import numpy as np, rpfloat as rp
+    >>> float(rp.sum(np.ones(4096), "float16"))
+    2048.0
+    >>> float(rp.sum(np.ones(4096), "float16", order="pairwise"))
+    4096.0
+    """
+    fmt = to_format(fmt)
+    mode = parse_mode(mode)
+    pairwise = _pairwise(order)
+    values, dtype = _operand(x, "x")
+    out_dtype = result_dtype(dtype, fmt)
+    axes = _axes(axis, values.ndim)
+    kept = [d for d in range(values.ndim) if d not in axes]
+    shape = tuple(values.shape[d] for d in kept)
+    n = int(np.prod([values.shape[d] for d in axes], dtype=np.int64))
+    count = int(np.prod(shape, dtype=np.int64))
+    rows = np.transpose(values, kept + list(axes)).reshape(1, count, n)
+    out = np.zeros((1, count, 1))
+    if n and out.size:
+        setup = _rounding_setup(_bounded(fmt, out_dtype))
+        _kernels.accumulate(
+            np.ascontiguousarray(rows, dtype=np.float64), np.zeros((1, 1, 1)), out,
+            *setup, *setup, int(mode), _kernels.SUM, pairwise,
+            np.uint64(_key(rng, mode)), _RAND_BITS,
+        )
+    return _finish(out.reshape(shape), out_dtype)
 
 
 def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None):
-    """Dot product with rounded products and additions (not yet implemented)."""
-    raise NotImplementedError("rp.dot is being built (issue 5)")
+    """Dot product of vectors (or matrix product of matrices) with rounded steps.
+
+    Each product ``a_k * b_k`` is rounded onto `fmt` (unless ``fma=True``), each
+    addition onto `acc` (default `fmt`), in `order`; see :func:`matmul`, which
+    this is for inputs of at most two dimensions.
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> float(rp.dot([1.0, 2.0 ** -9], [1.0, 1.0], "bfloat16"))
+    1.0
+    >>> float(rp.dot([1.0, 2.0 ** -9], [1.0, 1.0], "bfloat16", acc="float32"))
+    1.001953125
+    """
+    a_values, _ = _operand(a, "a")
+    b_values, _ = _operand(b, "b")
+    if a_values.ndim > 2 or b_values.ndim > 2:
+        raise ValueError(
+            f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and "
+            f"{b_values.ndim}; use rp.matmul for stacks of matrices"
+        )
+    return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng)
 
 
 def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None):
-    """Matrix product with rounded products and additions (not yet implemented)."""
-    raise NotImplementedError("rp.matmul is being built (issue 5)")
+    """Matrix product (``np.matmul`` shapes) with every product and addition rounded.
+
+    Parameters
+    ----------
+    a, b : array_like
+        Real arrays of at least one dimension; stacks broadcast as in
+        ``np.matmul``. Taken exactly.
+    fmt : FloatFormat, FixedFormat or str
+        Format every product ``a[..., i, k] * b[..., k, j]`` is rounded onto.
+    acc : FloatFormat, FixedFormat, str or None
+        Format of the accumulator; None uses `fmt`.
+    fma : bool
+        True: products are not rounded on their own; sequentially each exact
+        product is added to the accumulator with one rounding (fused
+        multiply-add); pairwise each exact product is rounded into the accumulator.
+    mode : str
+        Rounding mode of every step.
+    order : {"sequential", "pairwise"}
+        Order of the additions along the inner dimension (module docstring).
+    rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
+        Randomness for the stochastic modes.
+
+    Returns
+    -------
+    ndarray or numpy scalar
+        Of dtype ``np.result_type(a.dtype, b.dtype, acc.carrier)``.
+
+    Examples
+    --------
+    >>> import numpy as np, rpfloat as rp
+    >>> a = np.full((2, 3), 1 / 3)
+    >>> rp.matmul(a, a.T, "bfloat16", acc="float32")
+    array([[0.33398438, 0.33398438],
+           [0.33398438, 0.33398438]])
+    """
+    fmt = to_format(fmt)
+    acc = fmt if acc is None else to_format(acc)
+    mode = parse_mode(mode)
+    pairwise = _pairwise(order)
+    if not isinstance(fma, (bool, np.bool_)):
+        raise TypeError(f"fma must be True or False, got {fma!r}")
+    a_values, a_dtype = _operand(a, "a")
+    b_values, b_dtype = _operand(b, "b")
+    if a_values.ndim == 0 or b_values.ndim == 0:
+        raise ValueError("matmul: a and b must have at least one dimension; round a * b for scalars")
+    a_matrix = a_values[None, :] if a_values.ndim == 1 else a_values
+    b_matrix = b_values[:, None] if b_values.ndim == 1 else b_values
+    rows, inner = a_matrix.shape[-2:]
+    if b_matrix.shape[-2] != inner:
+        raise ValueError(
+            f"matmul: the inner dimensions differ: a has {a_values.shape}, b has "
+            f"{b_values.shape} ({inner} != {b_matrix.shape[-2]})"
+        )
+    cols = b_matrix.shape[-1]
+    batch = np.broadcast_shapes(a_matrix.shape[:-2], b_matrix.shape[:-2])
+    groups = int(np.prod(batch, dtype=np.int64))
+    a_rows = np.broadcast_to(a_matrix, batch + (rows, inner)).reshape(groups, rows, inner)
+    b_rows = np.broadcast_to(b_matrix, batch + (inner, cols)).reshape(groups, inner, cols)
+    out_dtype = result_dtype(np.result_type(a_dtype, b_dtype), acc)
+    out = np.zeros((groups, rows, cols))
+    if inner and out.size:
+        _kernels.accumulate(
+            np.ascontiguousarray(a_rows, dtype=np.float64), np.ascontiguousarray(b_rows, dtype=np.float64),
+            out, *_rounding_setup(_bounded(fmt, out_dtype)), *_rounding_setup(_bounded(acc, out_dtype)), int(mode),
+            _kernels.FUSED if fma else _kernels.PRODUCT, pairwise, np.uint64(_key(rng, mode)), _RAND_BITS,
+        )
+    shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
+    return _finish(out.reshape(shape), out_dtype)
+
+
+# -- shared with rpfloat.array ---------------------------------------------------------
+
+
+def bounded_format(fmt, dtype):
+    """`fmt`, with ``exp_bits=None`` resolved to the IEEE-style format of its
+    precision and `dtype`'s exponent range (SPEC §5)."""
+    if isinstance(fmt, FloatFormat) and fmt.exp_bits is None:
+        dtype = np.dtype(dtype)
+        man_bits = builtins.min(fmt.man_bits, int(np.finfo(dtype).nmant))
+        return FloatFormat(_IEEE_EXP_BITS[dtype], man_bits, overflow=fmt.overflow, name=fmt.name)
+    return fmt
+
+
+@functools.lru_cache(maxsize=256)
+def rounding_setup(fmt):
+    """``(params, midpoints, general)`` for the exact-rounding kernels (float64
+    compute) onto the bounded format `fmt`, with its default overflow policy.
+
+    `general`: whether the kernel's rare paths are needed (formats reaching below
+    float64's normal range, fixed-point wrap), as ``round_array`` decides.
+    """
+    policy = _overflow_policy(fmt, None)
+    params = kernel_params(fmt, _FLOAT64, policy)
+    general = bool(params[_DEEP]) or policy == "wrap"
+    if policy == "wrap":
+        return params, (-1.0, -1.0), general  # wrapping continues the grid: no overflow midpoint
+    if isinstance(fmt, FixedFormat):
+        half = Fraction(2) ** -fmt.frac_bits / 2
+        tops = (Fraction(fmt.max), -Fraction(fmt.min))
+    else:
+        half = Fraction(2) ** (fmt.emax - fmt.man_bits - 1)
+        tops = (Fraction(fmt.max), Fraction(fmt.max))
+    return params, tuple(_float_or_minus_one(top + half) for top in tops), general
+
+
+_bounded = bounded_format
+_rounding_setup = rounding_setup
+
+
+def _float_or_minus_one(value: Fraction) -> float:
+    """`value` as a float when a float64 holds it exactly, else -1.0."""
+    try:
+        as_float = float(value)
+    except OverflowError:
+        return -1.0
+    return as_float if Fraction(as_float) == value else -1.0
+
+
+def _key(rng, mode) -> int:
+    return _random_key(rng) if mode.is_stochastic else 0
+
+
+def _pairwise(order) -> bool:
+    if order not in _ORDERS:
+        raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
+    return order == "pairwise"
+
+
+def _operand(x, argument):
+    """``(float64 values, dtype for the result)`` of an input; TypeError for
+    non-real input."""
+    array = np.asarray(x)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(
+            f"{argument} must hold real numbers, got dtype {array.dtype}"
+            + ("; round the real and imaginary parts separately" if array.dtype.kind == "c" else "")
+        )
+    dtype = array.dtype if array.dtype.kind == "f" else _FLOAT64
+    with np.errstate(invalid="ignore"):
+        return array.astype(np.float64, copy=False), dtype
+
+
+def _axes(axis, ndim) -> list:
+    if axis is None:
+        return list(range(ndim))
+    axes = axis if isinstance(axis, tuple) else (axis,)
+    normalized = []
+    for a in axes:
+        try:
+            a = operator.index(a)
+        except TypeError:
+            raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}") from None
+        if not -ndim <= a < ndim:
+            raise np.exceptions.AxisError(a, ndim) if hasattr(np, "exceptions") else ValueError(
+                f"axis {a} is out of bounds for an array of dimension {ndim}"
+            )
+        a %= ndim
+        if a in normalized:
+            raise ValueError(f"axis {axis!r} repeats an axis")
+        normalized.append(a)
+    return normalized
+
+
+def _finish(values, dtype):
+    result = values.astype(dtype)
+    return result[()] if result.ndim == 0 else result

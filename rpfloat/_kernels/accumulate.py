@@ -41,20 +41,27 @@ Accumulation order and random numbers
 :func:`accumulate` reduces the last axis of ``a`` against the middle axis of ``b``
 (``out[g, i, j] = sum_k a[g, i, k] * b[g, k, j]``), or the last axis of ``a`` alone
 (``kind == SUM``). A term is ``a`` (SUM), the product rounded onto the product
-format (PRODUCT), or the exact product fused into the addition (FUSED). Every
-value held in the accumulator is a value of the accumulator format:
+format (PRODUCT), or the exact product (FUSED: ``acc + a*b`` is the three-term
+exact sum ``acc + p + e`` of ``two_product``, brought to ``s + r`` by two_sum and
+a round-to-odd addition of the low parts, which keeps every rounding of it
+correct; Boldo & Melquiond, "Emulation of FMA and correctly rounded sums", 2008).
+Every value held in the accumulator is a value of the accumulator format:
 
 * sequential: ``acc = round(term_0)``, then ``acc = round(acc + term_k)``;
-* pairwise: every term is rounded into the accumulator, then adjacent pairs are
-  added and rounded level by level (``(v0+v1), (v2+v3), ...``); an odd last value
-  moves up a level unchanged.
+* pairwise: every term is rounded into the accumulator, then neighbours are added
+  and rounded level by level (``(v0+v1), (v2+v3), ...``), an odd last value moving
+  up a level unchanged. The kernel builds that same tree streaming, with a stack:
+  after term ``k`` it merges once per trailing one bit of ``k``; the partial sums
+  left at the end are merged smallest first.
 
 Output ``o`` (C-order flat index of ``out``) with ``n`` terms draws its random
 numbers from counters ``3 n o + c``: ``c = 3k`` rounds product ``k``,
-``c = 3k + 1`` rounds term ``k`` into the accumulator, ``c = 3t + 2`` rounds the
-``t``-th addition (counted from 0 in the order performed; in sequential order the
-addition of term ``k`` is ``t = k - 1``, and a fused first term uses ``c = 1``).
+``c = 3k + 1`` rounds term ``k`` into the accumulator (sequential: ``k = 0``
+only), and ``c = 3t + 2`` rounds the ``t``-th addition, counted from 0 in the order
+the kernel performs them (sequential: the addition of term ``k`` is ``t = k - 1``;
+pairwise: the streaming order above).
 """
+import functools
 import math
 
 import numpy as np
@@ -89,6 +96,11 @@ U64_64 = np.uint64(64)
 U64_63 = np.uint64(63)
 U64_ONE = np.uint64(1)
 MIDPOINTS_TYPE = types.UniTuple(types.float64, 2)
+# Typed (not literal) constants: round_value compiles for one signature only.
+MODE_TOWARD_ZERO = np.int64(TOWARD_ZERO)
+MODE_UP = np.int64(UP)
+MODE_DOWN = np.int64(DOWN)
+ALL_BITS = np.int64(64)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -130,29 +142,55 @@ def add_to_odd(a, b):
     return s
 
 
-_ROUND_SIGNATURE = types.int64(types.int64, PARAMS_TYPE, types.int64, types.uint64, types.int64)
+def _compiled_at_first_call(signature):
+    """``njit(signature)``, compiled when first called rather than at import, so that
+    ``import rpfloat`` does not pay for kernels a program never uses (``cache=True``
+    still lets later processes load them)."""
+
+    def decorate(py_func):
+        compiled = []
+
+        @functools.wraps(py_func)
+        def kernel(*args):
+            if not compiled:
+                compiled.append(njit(signature, **NUMBA_OPTIONS)(py_func))
+            return compiled[0](*args)
+
+        return kernel
+
+    return decorate
 
 
-# The rare paths call ``round_bits`` compiled once, here, rather than inlining a
-# copy at each site: every inlined copy costs a second or more of compilation.
-@njit(_ROUND_SIGNATURE, **NUMBA_OPTIONS)
+# ``round_bits`` is compiled twice here and called rather than inlined at each site:
+# every inlined copy costs seconds of compilation, and inlining made the loops below
+# no faster. Called only from the kernels below, which fix the argument types
+# (int64, params, int64, uint64, int64): one compilation each.
+@njit(**NUMBA_OPTIONS)
 def round_value(bits, params, mode, random, rand_bits):
     """``round_bits`` for every format (its rare paths included)."""
     return round_bits(bits, params, mode, random, rand_bits, True)
 
 
+@njit(**NUMBA_OPTIONS)
+def round_common(bits, params, mode, random, rand_bits):
+    """``round_bits`` without its rare paths (formats reaching below float64's normal
+    range, fixed-point wrap), which make every call slower; see
+    ``rpfloat.accumulate.rounding_setup`` for when they are needed."""
+    return round_bits(bits, params, mode, random, rand_bits, False)
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _toward_zero(magnitude, sign, params):
     """Magnitude of the format value next to ``sign | magnitude`` toward zero."""
-    return bits_to_float64(round_value(magnitude | sign, params, TOWARD_ZERO, U64_ZERO, 64) & ABS_MASK)
+    return bits_to_float64(round_value(magnitude | sign, params, MODE_TOWARD_ZERO, U64_ZERO, ALL_BITS) & ABS_MASK)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def _away_from_zero(magnitude, sign, params):
     """Magnitude of the format value next to ``sign | magnitude`` away from zero
     (inf or NaN when it overflows, max when saturated)."""
-    mode = DOWN if sign != 0 else UP
-    return bits_to_float64(round_value(magnitude | sign, params, mode, U64_ZERO, 64) & ABS_MASK)
+    mode = MODE_DOWN if sign != 0 else MODE_UP
+    return bits_to_float64(round_value(magnitude | sign, params, mode, U64_ZERO, ALL_BITS) & ABS_MASK)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -209,9 +247,7 @@ def _stochastic_up(magnitude, lower_value, upper_value, residual_up, random, ran
     return drawn < threshold
 
 
-@njit(types.float64(types.float64, types.float64, PARAMS_TYPE, MIDPOINTS_TYPE, types.int64, types.uint64,
-                    types.int64),
-      **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
     """Round the exact ``value + residual`` onto the format of `params` (float64
     carrier parameters), where ``value = fl(value + residual)``.
@@ -243,7 +279,7 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
         if _is_value(magnitude, sign, params):
             if _is_value(other, sign, params):
                 pick = upper if (random >> U64_63) == U64_ONE else lower
-                return bits_to_float64(round_value(pick | sign, params, TOWARD_ZERO, U64_ZERO, 64))
+                return bits_to_float64(round_value(pick | sign, params, MODE_TOWARD_ZERO, U64_ZERO, ALL_BITS))
             pick = other
         else:
             pick = magnitude
@@ -256,7 +292,7 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
                 pick = float64_to_bits(upper_value)
             else:
                 pick = float64_to_bits(lower_value)
-            return bits_to_float64(round_value(pick | sign, params, TOWARD_ZERO, U64_ZERO, 64))
+            return bits_to_float64(round_value(pick | sign, params, MODE_TOWARD_ZERO, U64_ZERO, ALL_BITS))
         pick = magnitude if (magnitude & 1) == 1 else other  # overflow: round to odd first
     else:
         pick = _nearest_pick(magnitude, other, upper, residual, params, midpoints, mode, sign)
@@ -265,9 +301,9 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def _round(value, residual, params, midpoints, mode, random, rand_bits, general):
-    """:func:`round_exact`, with the common case (exact, no rare path) inlined."""
+    """:func:`round_exact`, with a shortcut for the common case (exact, no rare path)."""
     if residual == 0.0 and not general:
-        return bits_to_float64(round_bits(float64_to_bits(value), params, mode, random, rand_bits, False))
+        return bits_to_float64(round_common(float64_to_bits(value), params, mode, random, rand_bits))
     return round_exact(value, residual, params, midpoints, mode, random, rand_bits)
 
 
@@ -277,17 +313,17 @@ _INPUT1 = types.Array(types.float64, 1, "C", readonly=True)  # writeable arrays 
 _INPUT3 = types.Array(types.float64, 3, "C", readonly=True)
 
 
-@njit(types.void(_INPUT1, _INPUT1, _ARRAY1, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64,
-                 types.uint64, types.int64),
-      **NUMBA_OPTIONS)
-def round_pairs(values, residuals, out, params, midpoints, general, mode, key, rand_bits):
-    """``out[i] = round_exact(values[i], residuals[i])``; element i draws number i of `key`."""
+@_compiled_at_first_call(types.void(_INPUT1, _INPUT1, types.Array(types.int64, 1, "C", readonly=True), _ARRAY1,
+                                   PARAMS_TYPE, MIDPOINTS_TYPE, types.int64, types.uint64, types.int64))
+def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key, rand_bits):
+    """``out[i] = round_exact(values[i], residuals[i])`` for each ``i`` in `indices`;
+    element ``i`` draws number ``i`` of the stream `key`, as ``rp.round`` does."""
     stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
     random = U64_ZERO
-    for i in range(values.size):
+    for i in indices:
         if stochastic:
             random = splitmix64(key, i)
-        out[i] = _round(values[i], residuals[i], params, midpoints, mode, random, rand_bits, general)
+        out[i] = round_exact(values[i], residuals[i], params, midpoints, mode, random, rand_bits)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -299,10 +335,9 @@ def _popcount(k):
     return count
 
 
-@njit(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, PARAMS_TYPE,
-                 MIDPOINTS_TYPE, types.boolean, types.int64, types.int64, types.boolean, types.uint64,
-                 types.int64),
-      **NUMBA_OPTIONS)
+@_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
+                                   PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64, types.int64,
+                                   types.boolean, types.uint64, types.int64))
 def accumulate(a, b, out, product_params, product_midpoints, product_general, acc_params, acc_midpoints,
                acc_general, mode, kind, pairwise, key, rand_bits):
     """``out[g, i, j]``: the rounded reduction of row ``a[g, i, :]`` (against column
@@ -330,47 +365,39 @@ def accumulate(a, b, out, product_params, product_midpoints, product_general, ac
                 for j in range(cols):
                     base = np.int64(3) * n * (first_output + j)
                     if kind == SUM:
-                        total, residual = x, 0.0
+                        term, term_residual = x, 0.0
                     else:
-                        total, residual = two_product(x, b[g, k, j])
-                    # every rounding of this step goes through the one _round below:
-                    # stage 0 rounds the product, stage 1 enters or adds the term,
-                    # stage 2 and up merge pairwise partial sums
-                    stage = 0 if kind == PRODUCT else 1
-                    counter = base + 3 * k
+                        term, term_residual = two_product(x, b[g, k, j])
+                        if kind == PRODUCT:
+                            if stochastic:
+                                random = splitmix64(key, base + 3 * k)
+                            term = _round(term, term_residual, product_params, product_midpoints, mode,
+                                          random, rand_bits, product_general)
+                            term_residual = 0.0
+                    if pairwise or k == 0:  # the term enters the accumulator
+                        total, residual, counter = term, term_residual, base + 3 * k + 1
+                    elif kind == FUSED:
+                        high, low = two_sum(acc[j], term)
+                        total, residual = two_sum(high, add_to_odd(low, term_residual))
+                        counter = base + 3 * k - 1
+                    else:
+                        total, residual = two_sum(acc[j], term)
+                        counter = base + 3 * k - 1
                     level = 0
-                    while True:
-                        if stage == 1:
-                            term, term_residual = total, residual
-                            if pairwise or k == 0:  # the term enters the accumulator
-                                counter = base + 3 * k + 1
-                            elif kind == FUSED:
-                                high, low = two_sum(acc[j], term)
-                                total, residual = two_sum(high, add_to_odd(low, term_residual))
-                                counter = base + 3 * k - 1
-                            else:
-                                total, residual = two_sum(acc[j], term)
-                                counter = base + 3 * k - 1
+                    while True:  # one rounding site for entries, additions and pairwise merges
                         if stochastic:
                             random = splitmix64(key, counter)
-                        if stage == 0:
-                            params, midpoints, general = product_params, product_midpoints, product_general
-                        else:
-                            params, midpoints, general = acc_params, acc_midpoints, acc_general
-                        rounded = _round(total, residual, params, midpoints, mode, random, rand_bits, general)
-                        stage += 1
-                        if stage == 1:
-                            total, residual = rounded, 0.0
-                        elif not pairwise:
+                        rounded = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits,
+                                         acc_general)
+                        if not pairwise:
                             acc[j] = rounded
                             break
-                        elif (k >> level) & 1 == 0:
+                        if (k >> level) & 1 == 0:
                             stack[j, level] = rounded
                             break
-                        else:
-                            total, residual = two_sum(stack[j, level], rounded)
-                            counter = base + 3 * (merges_before + level) + 2
-                            level += 1
+                        total, residual = two_sum(stack[j, level], rounded)
+                        counter = base + 3 * (merges_before + level) + 2
+                        level += 1
             if pairwise and n > 0:
                 # the partial sums left on the stack, smallest (rightmost) first
                 lowest = 0

@@ -1,0 +1,258 @@
+"""rp.sum, rp.dot, rp.matmul: every step rounded, checked against a plain Python loop
+that calls rp.round after every operation (with the kernels' random counters, so
+that the stochastic modes match bit for bit too)."""
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat.accumulate import dot, matmul
+from rpfloat.accumulate import sum as rp_sum
+from rpfloat.rounding import round_chunk
+
+MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
+SEED = 20240607
+
+
+def bits(x):
+    return np.asarray(x, dtype=np.float64).view(np.int64)
+
+
+def assert_same(actual, expected):
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    assert actual.shape == expected.shape
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    mismatch = (bits(actual) != bits(expected)) & ~both_nan
+    assert not mismatch.any(), f"{actual[mismatch][:5]} != {expected[mismatch][:5]}"
+
+
+# -- the reference loop ------------------------------------------------------------------
+
+
+def exact(value, fraction):
+    """A float64 operation's result, checked to be exact (so that rounding it once
+    is rounding the exact result, as the kernels do)."""
+    if math.isfinite(value):
+        assert Fraction(value) == fraction, "test data must keep float64 arithmetic exact"
+    return value
+
+
+def add(x, y):
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return x + y
+    return exact(x + y, Fraction(x) + Fraction(y))
+
+
+def multiply(x, y):
+    if not (math.isfinite(x) and math.isfinite(y)):
+        return x * y
+    return exact(x * y, Fraction(x) * Fraction(y))
+
+
+def reference_reduction(a_row, b_column, fmt, acc, mode, order, kind, output):
+    """One output of rp.sum (kind "sum") or rp.dot/rp.matmul ("product", "fused"),
+    straight from the documented order, rp.round after every operation."""
+    n = len(a_row)
+    base = 3 * n * output
+
+    def rounded(value, onto, counter):
+        return float(round_chunk(np.float64(value), onto, mode, offset=counter, rng=SEED))
+
+    terms = []
+    for k in range(n):
+        if kind == "sum":
+            terms.append(float(a_row[k]))
+        else:
+            product = multiply(float(a_row[k]), float(b_column[k]))
+            terms.append(rounded(product, fmt, base + 3 * k) if kind == "product" else product)
+    if n == 0:
+        return 0.0
+    if order == "sequential":
+        total = rounded(terms[0], acc, base + 1)
+        for k in range(1, n):
+            total = rounded(add(total, terms[k]), acc, base + 3 * k - 1)
+        return total
+    # pairwise, in the kernels' streaming order: term k, then one merge per trailing 1 bit of k
+    stack, additions = {}, 0
+    for k in range(n):
+        value = rounded(terms[k], acc, base + 3 * k + 1)
+        level = 0
+        while (k >> level) & 1:
+            value = rounded(add(stack.pop(level), value), acc, base + 3 * additions + 2)
+            additions += 1
+            level += 1
+        stack[level] = value
+    levels = sorted(stack)
+    value = stack[levels[0]]
+    for level in levels[1:]:
+        value = rounded(add(stack[level], value), acc, base + 3 * additions + 2)
+        additions += 1
+    return value
+
+
+def reference_sum(x, fmt, mode, order, axis):
+    x = np.asarray(x, dtype=np.float64)
+    axes = tuple(range(x.ndim)) if axis is None else (axis if isinstance(axis, tuple) else (axis,))
+    axes = tuple(a % x.ndim for a in axes)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    rows = np.transpose(x, kept + list(axes)).reshape(-1, int(np.prod([x.shape[a] for a in axes])))
+    results = [reference_reduction(row, None, fmt, fmt, mode, order, "sum", o) for o, row in enumerate(rows)]
+    return np.array(results).reshape([x.shape[d] for d in kept])
+
+
+def reference_matmul(a, b, fmt, acc, mode, order, fma):
+    kind = "fused" if fma else "product"
+    rows, cols = a.shape[0], b.shape[1]
+    return np.array(
+        [[reference_reduction(a[i], b[:, j], fmt, acc, mode, order, kind, i * cols + j) for j in range(cols)]
+         for i in range(rows)]
+    )
+
+
+def format_values(fmt, shape, seed, spread=3):
+    """Values of `fmt` (magnitudes around 2**-spread .. 2**spread, some zeros), so that
+    products and sums of a few stay exact in float64."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape) * 2.0 ** rng.integers(-spread, spread + 1, shape)
+    values[rng.random(shape) < 0.1] = 0.0
+    return np.asarray(rp.round(values, fmt, "nearest", overflow="saturate"), dtype=np.float64)
+
+
+FORMATS = [
+    rp.format("bfloat16"),
+    rp.format("float16"),
+    rp.format("e4m3"),  # overflows to NaN
+    rp.FloatFormat(5, 2, subnormals=False),
+    rp.FixedFormat(5, 4),  # saturates
+]
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=lambda f: f.name or repr(f))
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_sum_matches_the_reference_loop(fmt, order):
+    x = format_values(fmt, (3, 11), seed=1)
+    for mode in MODES:
+        for axis in (1, 0, None, (0, 1)):
+            expected = reference_sum(x, fmt, mode, order, axis)
+            assert_same(rp_sum(x, fmt, axis=axis, mode=mode, order=order, rng=SEED), expected)
+
+
+@pytest.mark.parametrize("fmt, acc", [
+    (rp.format("bfloat16"), None),
+    (rp.format("e4m3"), rp.format("bfloat16")),
+    (rp.format("bfloat16"), rp.format("float32")),
+    (rp.FixedFormat(5, 4), rp.FixedFormat(8, 4)),
+    (rp.format("float16"), rp.format("e5m2")),  # an accumulator narrower than the products
+])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+@pytest.mark.parametrize("fma", [False, True])
+def test_matmul_matches_the_reference_loop(fmt, acc, order, fma):
+    a = format_values(fmt, (2, 7), seed=2)
+    b = format_values(fmt, (7, 3), seed=3)
+    for mode in MODES:
+        expected = reference_matmul(a, b, fmt, acc or fmt, mode, order, fma)
+        result = matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=SEED)
+        assert_same(result, expected)
+        assert_same(dot(a[0], b[:, 0], fmt, acc=acc, fma=fma, mode=mode, order=order, rng=SEED), expected[0, 0])
+
+
+def test_float16_sum_of_ones_stagnates_with_nearest_but_not_stochastic():
+    """2**16 additions in float16. With round-to-nearest the sum of ones sticks at
+    2048, where 1 is half a spacing and ties go to the even 2048. Stochastic
+    rounding stays unbiased: summing 2**16 halves (expected 32768; 2**16 ones would
+    pass float16's max, 65504) lands on average on the exact sum."""
+    assert float(rp_sum(np.ones(2**16), "float16")) == 2048.0
+    assert float(rp_sum(np.full(2**16, 0.5), "float16")) == 1024.0
+    assert float(rp_sum(np.ones(2**15), "float16", order="pairwise")) == 32768.0
+    runs = 16
+    totals = np.array([float(rp_sum(np.full(2**16, 0.5), "float16", mode="stochastic", rng=seed))
+                       for seed in range(runs)])
+    # each step adds 0.5 to a float16 value; where the spacing u there exceeds 0.5 the
+    # result is a Bernoulli(0.5/u) choice of two values u apart: variance u**2 p (1-p)
+    partial = 0.5 * np.arange(2**16)
+    spacing = np.spacing(partial.astype(np.float16)).astype(np.float64)
+    p = np.minimum(0.5 / spacing, 1.0)
+    variance = np.sum(spacing**2 * p * (1 - p))
+    tolerance = 5 * math.sqrt(variance / runs)
+    assert abs(totals.mean() - 32768.0) < tolerance
+    assert tolerance < 1000  # far from nearest's 1024
+    assert len(set(totals)) > 1
+
+
+def test_every_step_is_rounded_from_the_exact_result():
+    """Float64 would lose these residuals; the kernels keep them (error-free
+    transformations) and round the exact results."""
+    assert float(rp_sum([1.0, 2.0**-60], "bfloat16", mode="up")) == 1.0078125
+    assert float(rp_sum([1.0, 2.0**-60], "float64", mode="up")) == 1 + 2.0**-52
+    assert float(rp_sum([1.0, -(2.0**-60)], "float64", mode="toward_zero")) == 1 - 2.0**-53
+    assert float(rp_sum([1.0, 2.0**-60], "float64", mode="odd")) == 1 + 2.0**-52
+    wide = rp.FloatFormat(8, 30)
+    assert float(rp_sum([1.0, 2.0**-31 + 2.0**-61], wide)) == 1 + 2.0**-30  # fl64 would be a tie
+    a = 1 + 2.0**-30
+    assert float(dot([1.0, a], [-1.0, a], "float64", mode="down")) == 2.0**-29  # product rounded down
+    assert float(dot([1.0, a], [-1.0, a], "float64", fma=True)) == 2.0**-29 + 2.0**-60  # fused: exact
+    c = 1 + 2.0**-7
+    assert float(dot([c], [c], "bfloat16", acc="float32")) == 1 + 2.0**-6
+    assert float(dot([c], [c], "bfloat16", acc="float32", fma=True)) == 1 + 2.0**-6 + 2.0**-14
+
+
+def test_stochastic_results_are_reproducible():
+    x = np.random.default_rng(0).standard_normal((4, 100))
+    first = rp_sum(x, "bfloat16", axis=1, mode="stochastic", rng=5)
+    assert_same(rp_sum(x, "bfloat16", axis=1, mode="stochastic", rng=5), first)
+    assert (bits(rp_sum(x, "bfloat16", axis=1, mode="stochastic", rng=6)) != bits(first)).any()
+    a, b = x[:, :8], x[:, :8].T
+    assert_same(matmul(a, b, "e4m3", mode="stochastic", rng=3), matmul(a, b, "e4m3", mode="stochastic", rng=3))
+
+
+def test_shapes_follow_numpy():
+    rng = np.random.default_rng(4)
+    a = rng.integers(-8, 8, (2, 3, 4)).astype(np.float64)
+    b = rng.integers(-8, 8, (4, 5)).astype(np.float64)
+    f64 = rp.format("float64")  # small integers: every step exact, so NumPy's results
+    for left, right in [(a, b), (a[0], b), (a[0, 0], b), (a, b[:, 0]), (a[0, 0], b[:, 0]), (a[:1], a[0].T[None])]:
+        assert_same(matmul(left, right, f64), np.matmul(left, right))
+    assert_same(dot(a[0], b, f64), np.dot(a[0], b))
+    assert np.ndim(dot(a[0, 0], b[:, 0], f64)) == 0
+    for axis in (None, 0, 1, 2, -1, (0, 2)):
+        assert_same(rp_sum(a, f64, axis=axis), np.sum(a, axis=axis))
+    assert float(rp_sum([], "bfloat16")) == 0.0
+    assert_same(matmul(np.ones((2, 0)), np.ones((0, 3)), "bfloat16"), np.zeros((2, 3)))
+
+
+def test_result_dtypes():
+    x32 = np.ones(4, dtype=np.float32)
+    assert rp_sum(x32, "bfloat16").dtype == np.float32
+    assert rp_sum(x32.astype(np.float64), "bfloat16").dtype == np.float64
+    assert rp_sum(np.arange(4), "e4m3").dtype == np.float64  # integers count as float64
+    assert isinstance(rp_sum(x32, "bfloat16"), np.floating)
+    assert matmul(x32[None], x32[:, None], "e4m3", acc="float16").dtype == np.float32
+    assert rp_sum(rp.asarray([1.0, 2.0], "bfloat16"), "bfloat16") == 3.0  # RPArrays give their values
+
+
+def test_exp_bits_none_takes_the_result_dtypes_range():
+    x = np.float32([3e38, 3e38, -1.0])  # float32 data: FloatFormat(None, 7) is bfloat16
+    assert_same(rp_sum(x, rp.FloatFormat(None, 7)), rp_sum(x, "bfloat16"))
+    assert math.isinf(rp_sum(x, rp.FloatFormat(None, 7)))
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="order"):
+        rp_sum([1.0], "bfloat16", order="tree")
+    with pytest.raises(TypeError, match="real"):
+        rp_sum([1j], "bfloat16")
+    with pytest.raises(ValueError, match="inner"):
+        matmul(np.ones((2, 3)), np.ones((2, 3)), "bfloat16")
+    with pytest.raises(ValueError):
+        matmul(1.0, np.ones(3), "bfloat16")
+    with pytest.raises(ValueError, match="rp.matmul"):
+        dot(np.ones((2, 2, 2)), np.ones((2, 2)), "bfloat16")
+    with pytest.raises(TypeError, match="fma"):
+        dot([1.0], [1.0], "bfloat16", fma="yes")
+    with pytest.raises(np.exceptions.AxisError):
+        rp_sum(np.ones((2, 2)), "bfloat16", axis=2)
+    with pytest.raises(ValueError, match="unknown rounding mode"):
+        rp_sum([1.0], "bfloat16", mode="sideways")

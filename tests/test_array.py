@@ -1,0 +1,524 @@
+"""RPArray (SPEC §4, §5): ufuncs, array functions, indexing, format combination, and
+correct rounding of + - * / sqrt checked against an exact Fraction oracle."""
+import copy
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+
+import reference
+import rpfloat as rp
+from rpfloat.array import RPArray, asarray, format_contains
+
+DETERMINISTIC = reference.DETERMINISTIC_MODES
+
+
+def bits(x):
+    """float64 bit patterns, so that -0 and NaN payloads are compared too."""
+    return np.asarray(x, dtype=np.float64).view(np.int64)
+
+
+def assert_same(actual, expected):
+    actual = np.asarray(actual, dtype=np.float64)
+    expected = np.asarray(expected, dtype=np.float64)
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    mismatch = (bits(actual) != bits(expected)) & ~both_nan
+    assert not mismatch.any(), f"first mismatches: {actual[mismatch][:5]} != {expected[mismatch][:5]}"
+
+
+# -- the exact oracle ---------------------------------------------------------------------
+
+
+def exact_round(z: Fraction, fmt, mode: str) -> float:
+    """SPEC §2 rounding of the exact rational `z` onto `fmt` (deterministic modes)."""
+    negative = z < 0
+    lo, hi, lo_odd, hi_odd = reference.neighbours(z, fmt, np.float64)
+    away = lo if negative else hi
+    if lo == hi:
+        r = lo
+    elif mode == "toward_zero":
+        r = hi if negative else lo
+    elif mode == "up":
+        r = hi
+    elif mode == "down":
+        r = lo
+    elif mode == "odd":
+        r = away if lo_odd == hi_odd else (lo if lo_odd else hi)
+    else:
+        below, above = z - lo, hi - z
+        if below != above:
+            r = lo if below < above else hi
+        elif mode == "nearest_away":
+            r = away
+        else:
+            r = away if lo_odd == hi_odd else (lo if lo_odd == 0 else hi)
+    if r > Fraction(fmt.max) or r < Fraction(getattr(fmt, "min", -fmt.max)):
+        # the overflow result depends only on the sign, the mode and the policy
+        beyond = 4 * max(abs(fmt.max), abs(getattr(fmt, "min", fmt.max)), 1.0)
+        return reference.round_reference(-beyond if negative else beyond, fmt, mode)
+    if r == 0:
+        return reference.round_reference(-0.0 if negative else 0.0, fmt, mode)
+    return float(r)
+
+
+def sqrt_proxy(a: float) -> Fraction:
+    """A rational that every rounding (to at most 1075 binary places) treats like
+    sqrt(a): sqrt(a) itself when it is dyadic, else a point strictly inside the same
+    interval of width 2**-1200."""
+    places = 1200
+    scaled = Fraction(a) * 4**places
+    assert scaled.denominator == 1
+    root = math.isqrt(int(scaled))
+    if root * root == scaled:
+        return Fraction(root, 2**places)
+    return Fraction(2 * root + 1, 2 ** (places + 1))
+
+
+OPERATIONS = {
+    "add": (np.add, lambda a, b: Fraction(a) + Fraction(b)),
+    "subtract": (np.subtract, lambda a, b: Fraction(a) - Fraction(b)),
+    "multiply": (np.multiply, lambda a, b: Fraction(a) * Fraction(b)),
+    "divide": (np.divide, lambda a, b: Fraction(a) / Fraction(b)),
+    "sqrt": (np.sqrt, lambda a, b: sqrt_proxy(a)),
+}
+
+# (format, precision regime): p <= 25 is where fl64-then-round is already right for nearest
+ORACLE_FORMATS = [
+    rp.format("bfloat16"),
+    rp.format("float32"),
+    rp.FloatFormat(8, 25),  # p = 26: the first precision where it can bite (/ and sqrt)
+    rp.FloatFormat(8, 30),
+    rp.FloatFormat(11, 51),
+    rp.format("float64"),
+    rp.format("e4m3"),
+    rp.FloatFormat(5, 2, subnormals=False),
+    rp.FixedFormat(20, 20),
+    rp.FixedFormat(3, 49),
+]
+
+
+def operand_pairs(fmt, count=120, seed=0):
+    """Values of `fmt`: random ones, and pairs whose sum lies a hair off a
+    midpoint or a value (where double rounding goes wrong)."""
+    rng = np.random.default_rng(seed)
+    if isinstance(fmt, rp.FixedFormat):
+        top = min(fmt.bits - 2, 40)
+        a = rng.integers(-(2**top), 2**top, count) * fmt.eps
+        b = rng.integers(-(2**top), 2**top, count) * fmt.eps
+        b[::3] = rng.integers(1, 4, b[::3].size) * fmt.eps  # one or a few steps
+    else:
+        spread = 6 if fmt.exp_bits <= 5 else 20
+        a = rng.standard_normal(count) * 2.0 ** rng.integers(-spread, spread, count)
+        b = rng.standard_normal(count) * 2.0 ** rng.integers(-spread, spread, count)
+        # b = +-(half a spacing of a)(1 +- 2**-(p-1)): a + b a hair off a's midpoints;
+        # b = a * 2**-40: a + b a hair off a value
+        frexp_exp = np.frexp(a)[1]
+        half_spacing = np.ldexp(1.0, frexp_exp - 1 - fmt.precision)
+        hair = 1 + rng.choice([-1, 1], count) * 2.0 ** -(fmt.precision - 1)
+        b[::4] = (rng.choice([-1, 1], count) * half_spacing * hair)[::4]
+        b[1::4] = a[1::4] * 2.0**-60
+    a = np.asarray(rp.round(a, fmt, "nearest"), dtype=np.float64)
+    b = np.asarray(rp.round(b, fmt, "nearest"), dtype=np.float64)
+    keep = np.isfinite(a) & np.isfinite(b) & (b != 0)
+    return a[keep], b[keep]
+
+
+def oracle(name, a, b, fmt, mode):
+    exact = OPERATIONS[name][1]
+    results = []
+    for x, y in zip(a, b):
+        if name == "sqrt" and x < 0:
+            results.append(math.nan)
+        else:
+            results.append(exact_round(exact(x, y), fmt, mode))
+    return np.array(results)
+
+
+@pytest.mark.parametrize("fmt", ORACLE_FORMATS, ids=lambda f: f.name or repr(f))
+@pytest.mark.parametrize("name", list(OPERATIONS))
+def test_basic_operations_are_correctly_rounded(fmt, name):
+    a, b = operand_pairs(fmt)
+    if name == "sqrt":
+        a = np.abs(a)
+    ufunc = OPERATIONS[name][0]
+    for mode in DETERMINISTIC:
+        x, y = asarray(a, fmt, mode), asarray(b, fmt, mode)
+        with np.errstate(all="ignore"):
+            result = ufunc(x) if name == "sqrt" else ufunc(x, y)
+        assert isinstance(result, RPArray) and result.fmt == fmt and result.mode == mode
+        assert_same(result, oracle(name, a, b, fmt, mode))
+
+
+def naive(name, a, b, fmt, mode):
+    with np.errstate(all="ignore"):
+        values = OPERATIONS[name][0](a) if name == "sqrt" else OPERATIONS[name][0](a, b)
+    return rp.round(values, fmt, mode)
+
+
+@pytest.mark.parametrize(
+    "fmt, mode, harmless",
+    [
+        (rp.format("bfloat16"), "nearest", True),
+        (rp.format("float32"), "nearest_away", True),
+        (rp.FloatFormat(8, 30), "nearest", False),
+        (rp.FloatFormat(11, 51), "nearest_away", False),
+        (rp.format("bfloat16"), "up", False),
+        (rp.format("bfloat16"), "odd", False),
+    ],
+)
+def test_the_two_regimes_of_double_rounding(fmt, mode, harmless):
+    """fl64-then-round agrees with the oracle for nearest at p <= 25, and the data
+    above does catch where it does not (wider formats, directed and odd modes)."""
+    a, b = operand_pairs(fmt)
+    disagreements = 0
+    for name in ("add", "subtract"):
+        disagreements += np.count_nonzero(bits(naive(name, a, b, fmt, mode)) != bits(oracle(name, a, b, fmt, mode)))
+    if harmless:
+        for name in ("multiply", "divide"):
+            assert_same(naive(name, a, b, fmt, mode), oracle(name, a, b, fmt, mode))
+        assert disagreements == 0
+    else:
+        assert disagreements > 0
+
+
+def test_directed_rounding_sees_what_float64_loses():
+    one = asarray([1.0, -1.0], "bfloat16", mode="up")
+    assert_same(one + 2.0**-60, [1.0078125, -0.99609375])
+    assert_same(asarray([1.0], "bfloat16", mode="down") - 2.0**-60, [0.99609375])
+    assert_same(asarray([1.0], "bfloat16", mode="toward_zero") - 2.0**-60, [0.99609375])
+    assert_same(asarray([1.0], "bfloat16", mode="odd") + 2.0**-60, [1.0078125])
+    wide = rp.FloatFormat(8, 30)
+    assert_same(asarray([1.0], wide) + (2.0**-31 + 2.0**-61), [1 + 2.0**-30])  # fl64 is a tie
+
+
+def test_stochastic_rounding_uses_the_exact_residual():
+    """1 + 0.75 ulp in a 52-bit format: float64 rounds the sum to 1 + 1 ulp, a value
+    of the format; the exact probability of rounding up is 0.75."""
+    fmt = rp.FloatFormat(11, 51)
+    count = 4000
+    ones = asarray(np.ones(count), fmt, "stochastic", rng=7)
+    result = np.asarray(ones + 3 * 2.0**-53)
+    ups = np.count_nonzero(result == 1 + 2.0**-51)
+    assert np.count_nonzero(result == 1.0) + ups == count
+    sigma = math.sqrt(count * 0.75 * 0.25)
+    assert abs(ups - 0.75 * count) < 5 * sigma
+
+
+def test_stochastic_arrays_are_reproducible_and_draw_fresh_randomness():
+    def run(seed):
+        a = asarray(np.full(200, 1.0), "bfloat16", "stochastic", rng=seed)
+        return np.asarray(a / 3), np.asarray(a / 3)
+
+    first, second = run(11)
+    again_first, again_second = run(11)
+    assert_same(first, again_first)
+    assert_same(second, again_second)
+    assert (bits(first) != bits(second)).any()  # a new draw for each operation
+    assert set(np.unique(first)) == {0.33203125, 0.333984375}
+    assert rp.asarray([1.0], "bfloat16", "stochastic", rng=np.random.default_rng(3)).rng is not None
+
+
+# -- format containment ----------------------------------------------------------------------
+
+SMALL_FORMATS = [
+    rp.format(name)
+    for name in (
+        "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float8_e4m3fnuz",
+        "float8_e5m2fnuz", "float8_e4m3b11fnuz", "float8_e4m3", "float8_e3m4",
+        "float6_e2m3fn", "float6_e3m2fn", "float4_e2m1fn",
+    )
+] + [
+    rp.FloatFormat(5, 2, subnormals=False),
+    rp.FloatFormat(4, 2, bias=3),
+    rp.FloatFormat(3, 1, inf=False, nan=None),
+    rp.FixedFormat(4, 4),
+    rp.FixedFormat(8, 8),
+    rp.FixedFormat(4, 4, signed=False),
+    rp.FixedFormat(2, 8),
+]
+
+
+def brute_force_contains(big, small) -> bool:
+    if small.has_inf and not big.has_inf:
+        return False
+    return set(small.values()) <= set(big.values())
+
+
+def test_format_containment_matches_the_value_sets():
+    for big in SMALL_FORMATS:
+        for small in SMALL_FORMATS:
+            assert format_contains(big, small) == brute_force_contains(big, small), (big, small)
+
+
+def test_format_containment_of_wide_formats():
+    f32, f64, bf16 = rp.format("float32"), rp.format("float64"), rp.format("bfloat16")
+    assert format_contains(f32, bf16) and not format_contains(bf16, f32)
+    assert format_contains(f64, f32) and format_contains(f64, rp.FixedFormat(30, 23))
+    assert format_contains(f64, rp.FloatFormat(11, 30)) and not format_contains(rp.FloatFormat(11, 30), f64)
+    assert not format_contains(rp.FloatFormat(8, 23, subnormals=False), f32)
+    assert format_contains(f32, rp.FixedFormat(8, 8)) and not format_contains(bf16, rp.FixedFormat(8, 8))
+    assert not format_contains(f32, rp.FixedFormat(30, 23))  # 53 bits do not fit in 24
+    assert not format_contains(rp.FixedFormat(33, 20), bf16)  # bfloat16 has inf
+    unbounded = rp.FloatFormat(None, 7)  # exp_bits=None: its carrier's (float16's) range
+    assert format_contains(unbounded, rp.format("e5m2")) and not format_contains(unbounded, bf16)
+    assert format_contains(bf16, rp.FloatFormat(8, 7, overflow="saturate"))
+
+
+def test_formats_combine_into_the_containing_one():
+    a = asarray([1.0, 2.0], "bfloat16")
+    b = asarray([0.1, 0.2], "float32", mode="up")
+    for result in (a + b, b + a):
+        assert result.fmt == rp.format("float32") and result.mode == "up"
+        assert_same(result, rp.round(np.asarray(a, np.float64) + np.asarray(b, np.float64), "float32", "up"))
+    with pytest.raises(TypeError, match="do not combine"):
+        a + asarray([1.0, 1.0], "float16")
+    assert (a == asarray([1.0, 3.0], "float16")).tolist() == [True, False]  # no rounding, no combining
+    same_values = asarray([1.0, 1.0], rp.FloatFormat(8, 7, overflow="saturate"))
+    assert (same_values + a).fmt == same_values.fmt  # equal value sets: the first operand's
+
+
+# -- creation, attributes, conversion -------------------------------------------------------------
+
+
+def test_asarray_attributes_and_repr():
+    a = asarray([[0.1, 2.0], [3.0, 1e9]], "e5m2", mode="toward_zero")
+    assert a.fmt == rp.format("e5m2") and a.mode == "toward_zero"
+    assert a.shape == (2, 2) and a.ndim == 2 and a.size == 4 and len(a) == 2
+    assert a.dtype == np.float16 and a.rng is None
+    assert_same(a, rp.round([[0.1, 2.0], [3.0, 1e9]], "e5m2", "toward_zero"))
+    text = repr(a)
+    assert "float8_e5m2" in text and "toward_zero" in text and text.startswith("RPArray(")
+    assert "FloatFormat" in repr(asarray([1.0], rp.FloatFormat(3, 3)))
+    assert asarray(a, "e5m2", mode="toward_zero") is a
+    assert asarray(a, "e5m2") is not a and asarray(a, "e5m2").mode == "nearest"
+    assert RPArray(a, "e5m2", "toward_zero") is not a
+
+
+def test_array_protocol_and_astype():
+    a = asarray([1.5, 2.5], "bfloat16")
+    data = np.asarray(a)
+    assert data.dtype == np.float32 and np.shares_memory(data, np.asarray(a))
+    assert not np.shares_memory(np.array(a, copy=True), data)
+    assert np.asarray(a, dtype=np.float64).dtype == np.float64
+    with pytest.raises(ValueError):
+        np.asarray(a, dtype=np.float64, copy=False)
+    converted = a.astype(np.float16)
+    assert type(converted) is np.ndarray and converted.dtype == np.float16
+    assert float(a[0]) == 1.5 and int(a[1]) == 2 and bool(a[0])
+    assert f"{a[0]:.2f}" == "1.50" and a.tolist() == [1.5, 2.5] and a[1].item() == 2.5
+
+
+def test_non_real_input_is_refused():
+    with pytest.raises(TypeError, match="real"):
+        asarray([1 + 2j], "bfloat16")
+    with pytest.raises(TypeError):
+        asarray(["a"], "bfloat16")
+    a = asarray([1.0], "bfloat16")
+    with pytest.raises(TypeError):
+        a * 1j  # complex numbers are not operands (NotImplemented)
+    with pytest.raises(TypeError):
+        a * np.array([1j])
+    with pytest.raises(TypeError):
+        a + "text"
+
+
+def test_exp_bits_none_takes_the_carriers_range():
+    fmt = rp.FloatFormat(None, 7)  # carrier float16: e5m7
+    a = asarray([1.0, 60000.0, 2.0**-21], fmt)
+    assert a.dtype == np.float16
+    assert_same(a, [1.0, 59904.0, 2.0**-21])  # spacing 256 there; 2**-21 a subnormal of e5m7
+    assert_same(a * 2, [2.0, math.inf, 2.0**-20])
+
+
+# -- ufuncs -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ufunc", [np.exp, np.sin, np.log1p, np.cbrt, np.floor, np.negative, np.abs])
+def test_other_ufuncs_round_their_float64_result_once(ufunc):
+    values = np.array([0.1, 0.7, 1.9, 3.3])
+    a = asarray(values, "bfloat16", "down")
+    expected = rp.round(ufunc(np.asarray(a, np.float64)), "bfloat16", "down")
+    assert_same(ufunc(a), expected)
+    assert_same(np.power(a, 1.5), rp.round(np.asarray(a, np.float64) ** 1.5, "bfloat16", "down"))
+
+
+def test_boolean_and_integer_results_are_plain_arrays():
+    a = asarray([1.0, math.nan, -2.0], "float16")
+    for result in (a > 0, np.isnan(a), a == a, np.signbit(a)):
+        assert type(result) is np.ndarray and result.dtype == bool
+    mantissa, exponent = np.frexp(asarray([3.0, 0.375], "e4m3"))
+    assert isinstance(mantissa, RPArray) and type(exponent) is np.ndarray
+    assert_same(mantissa, [0.75, 0.75])
+    assert exponent.tolist() == [2, -1]
+    quotient, remainder = np.divmod(asarray([7.0], "e4m3"), 2.0)
+    assert isinstance(quotient, RPArray) and isinstance(remainder, RPArray)
+    assert type(a[0] > 0) is np.bool_
+
+
+def test_in_place_operators_keep_the_object():
+    a = asarray([1.0, 2.0], "bfloat16")
+    view = a[:1]
+    same = a
+    a += 1 / 3
+    assert a is same
+    assert_same(a, rp.round([1 + 1 / 3, 2 + 1 / 3], "bfloat16"))
+    assert_same(view, a[:1])  # written in place, not rebound
+    before = np.asarray(a, np.float64)
+    a *= asarray([3.0, 3.0], "float32")  # the result goes onto a's format
+    assert a is same and a.fmt == rp.format("bfloat16")
+    assert_same(a, rp.round(before * 3, "bfloat16"))
+
+
+def test_out_argument():
+    a = asarray([1.0, 2.0], "bfloat16")
+    out = asarray([0.0, 0.0], "e4m3", mode="up")
+    returned = np.divide(a, 3, out=out)
+    assert returned is out and out.fmt == rp.format("e4m3")
+    assert_same(out, rp.round(np.array([1, 2]) / 3, "e4m3", "up"))
+    plain = np.zeros(2)
+    assert np.multiply(a, 1 / 3, out=plain) is plain
+    assert_same(plain, rp.round(np.array([1.0, 2.0]) / 3, "bfloat16"))
+    masked = asarray([5.0, 5.0], "bfloat16")
+    np.add(a, 0.5, out=masked, where=np.array([True, False]))
+    assert_same(masked, [1.5, 5.0])
+    with pytest.raises(ValueError):
+        np.add(a, 1, out=asarray(np.zeros(3), "bfloat16"))
+
+
+def test_ufunc_methods():
+    values = np.array([1.0, 1 / 3, 2 / 3, 2.0**-9])
+    a = asarray(values, "bfloat16")
+    x = np.asarray(a, np.float64)
+    total = np.add.reduce(a)
+    assert isinstance(total, RPArray) and total.ndim == 0
+    assert_same(total, rp.round(np.add.reduce(x), "bfloat16"))
+    assert_same(np.add.accumulate(a), rp.round(np.add.accumulate(x), "bfloat16"))
+    assert_same(np.multiply.outer(a, a), rp.round(np.multiply.outer(x, x), "bfloat16"))
+    assert_same(np.add.reduceat(a, [0, 2]), rp.round(np.add.reduceat(x, [0, 2]), "bfloat16"))
+    assert type(np.logical_and.reduce(a)) is np.bool_
+    b = a.copy()
+    assert np.add.at(b, [0, 0, 3], 2.0**-9) is None
+    expected = x.copy()
+    np.add.at(expected, [0, 0, 3], 2.0**-9)
+    assert_same(b, rp.round(expected, "bfloat16"))
+    assert_same(a @ a, rp.round(x @ x, "bfloat16"))
+
+
+class _Foreign:
+    """Another array type: RPArray must step aside (NotImplemented)."""
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        return "foreign"
+
+    def __radd__(self, other):
+        return "radd"
+
+
+class _NoUfuncs:
+    __array_ufunc__ = None
+
+    def __radd__(self, other):
+        return "reflected"
+
+
+def test_unknown_types_get_notimplemented():
+    a = asarray([1.0], "bfloat16")
+    assert np.add(a, _Foreign()) == "foreign"
+    assert a + _NoUfuncs() == "reflected"
+    with pytest.raises(TypeError):
+        np.add(a, object())
+    assert a.__array_ufunc__(np.add, "__call__", a, object()) is NotImplemented
+
+
+# -- indexing --------------------------------------------------------------------------------------
+
+
+def test_indexing_and_assignment():
+    a = asarray(np.arange(6.0).reshape(2, 3), "e4m3", mode="toward_zero")
+    element = a[1, 2]
+    assert isinstance(element, RPArray) and element.ndim == 0 and element.item() == 5.0
+    assert_same(element + 0.3, [5.0])  # arithmetic on an element stays in the format
+    row = a[0]
+    assert isinstance(row, RPArray) and np.shares_memory(np.asarray(row), np.asarray(a))
+    row[1] = 0.3  # views write through, rounded with the array's mode
+    assert_same(a[0], [0.0, 0.28125, 2.0])
+    a[a > 4] = 1000.0  # toward_zero never overflows
+    assert_same(a[1], [3.0, 4.0, 448.0])
+    a[:, 0] = asarray([0.1, 0.1], "float32")  # values of another format are rounded
+    assert_same(a[:, 0], [0.09375, 0.09375])
+    assert isinstance(a[[1, 0]], RPArray) and a[[1, 0]].shape == (2, 3)
+    assert [x.item() for x in a[0]] == a[0].tolist()
+
+
+# -- NEP 18 ------------------------------------------------------------------------------------------
+
+
+def test_structural_functions_keep_the_format():
+    a = asarray(np.arange(6.0).reshape(2, 3) / 3, "bfloat16", mode="up")
+    for result in (np.reshape(a, (3, 2)), np.transpose(a), a.T, a.reshape(6), np.ravel(a),
+                   np.flip(a), np.squeeze(a[None]), np.take(a, [0, 1], axis=1), np.sort(a)):
+        assert isinstance(result, RPArray) and result.fmt == a.fmt and result.mode == "up"
+        assert result.dtype == np.float32
+    assert np.shares_memory(np.asarray(np.reshape(a, 6)), np.asarray(a))
+    pieces = np.split(a, 3, axis=1)
+    assert len(pieces) == 3 and all(isinstance(p, RPArray) for p in pieces)
+    zeros = np.zeros_like(a)
+    assert isinstance(zeros, RPArray) and zeros.fmt == a.fmt
+    assert_same(np.full_like(a, 0.1), np.full((2, 3), rp.round(0.1, "bfloat16", "up")))
+
+
+def test_joining_functions_combine_and_round():
+    a = asarray([1.0, 2.0], "bfloat16")
+    b = asarray([0.1], "float32")
+    joined = np.concatenate([a, b])
+    assert joined.fmt == rp.format("float32")
+    assert_same(joined, [1.0, 2.0, np.float32(0.1)])
+    mixed = np.concatenate([a, [0.1]])  # plain values are rounded onto the format
+    assert mixed.fmt == a.fmt and mixed[2].item() == float(rp.round(0.1, "bfloat16"))
+    stacked = np.stack([a, a])
+    assert isinstance(stacked, RPArray) and stacked.shape == (2, 2)
+    chosen = np.where(np.asarray(a) > 1, a, 0.1)
+    assert isinstance(chosen, RPArray)
+    assert_same(chosen, [float(rp.round(0.1, "bfloat16")), 2.0])
+    with pytest.raises(TypeError):
+        np.concatenate([a, asarray([1.0], "float16")])
+
+
+def test_reductions_and_products_round_their_final_result_once():
+    rng = np.random.default_rng(5)
+    x = asarray(rng.standard_normal((4, 5)), "bfloat16")
+    y = asarray(rng.standard_normal((5, 3)), "bfloat16")
+    xv, yv = np.asarray(x, np.float64), np.asarray(y, np.float64)
+    checks = [
+        (np.sum(x), np.sum(xv)),
+        (np.sum(x, axis=0), np.sum(xv, axis=0)),
+        (x.sum(axis=1), xv.sum(axis=1)),
+        (np.mean(x), np.mean(xv)),
+        (np.dot(x, y), np.dot(xv, yv)),
+        (np.matmul(x, y), np.matmul(xv, yv)),
+        (x @ y, xv @ yv),
+        (np.prod(x[0]), np.prod(xv[0])),
+        (np.std(x), np.std(xv)),
+        (np.cumsum(x), np.cumsum(xv)),
+        (np.max(x), np.max(xv)),
+    ]
+    for result, float64_result in checks:
+        assert isinstance(result, RPArray) and result.fmt == x.fmt
+        assert_same(result, rp.round(float64_result, "bfloat16"))
+    assert np.sum(x).ndim == 0
+    # functions without an RPArray implementation see the carrier values
+    assert np.allclose(x, x) is np.True_ or np.allclose(x, x) is True
+    assert np.argmax(x) == np.argmax(xv)
+
+
+def test_copies_and_pickling():
+    import pickle
+
+    a = asarray([1.0, 2.0], "bfloat16", "stochastic", rng=1)
+    for other in (copy.copy(a), copy.deepcopy(a), a.copy(), pickle.loads(pickle.dumps(a))):
+        assert isinstance(other, RPArray) and other.fmt == a.fmt and other.mode == a.mode
+        assert not np.shares_memory(np.asarray(other), np.asarray(a))
+        assert_same(other, a)
+    with pytest.raises(TypeError):
+        hash(a)
