@@ -181,7 +181,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     half = same_width(bits, shift_right(low_mask, one) + (low_mask != zero))
     rest = same_width(bits, sig & low_mask)
     # parity of the truncated code: k's, or for man_bits == 0 the exponent field's
-    parity_mask = same_width(bits, parity_source | (0 if params[2] == 0 else -1))
+    parity_mask = same_width(bits, parity_source | -same_width(bits, params[2] != 0))
     odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
     # (3) the rounding bias (aligned) and the step decision (below one spacing) -
     if mode == NEAREST:
