@@ -42,6 +42,7 @@ from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
 from .rounding import _overflow_policy, _random_key, result_dtype
+from .rounding import round as rp_round
 
 __all__ = ["sum", "dot", "matmul"]
 
@@ -96,13 +97,14 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     shape = tuple(values.shape[d] for d in kept)
     n = int(np.prod([values.shape[d] for d in axes], dtype=np.int64))
     count = int(np.prod(shape, dtype=np.int64))
-    rows = np.transpose(values, kept + list(axes)).reshape(1, count, n)
-    out = np.zeros((1, count, 1))
+    # the kernel reduces a (all ones) against b's columns: one column per result
+    columns = np.transpose(values, list(axes) + kept).reshape(1, n, count)
+    out = np.zeros((1, 1, count))
     if n and out.size:
         setup = _rounding_setup(_bounded(fmt, out_dtype))
         _kernels.accumulate(
-            np.ascontiguousarray(rows, dtype=np.float64), np.zeros((1, 1, 1)), out,
-            *setup, *setup, int(mode), _kernels.SUM, pairwise,
+            np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out,
+            *setup, *setup, int(mode), _kernels.SUM, pairwise, True,
             np.uint64(_key(rng, mode)), _RAND_BITS,
         )
     return _finish(out.reshape(shape), out_dtype)
@@ -195,10 +197,12 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     out_dtype = result_dtype(np.result_type(a_dtype, b_dtype), acc)
     out = np.zeros((groups, rows, cols))
     if inner and out.size:
+        a_rows = np.ascontiguousarray(a_rows, dtype=np.float64)
+        b_rows = np.ascontiguousarray(b_rows, dtype=np.float64)
         _kernels.accumulate(
-            np.ascontiguousarray(a_rows, dtype=np.float64), np.ascontiguousarray(b_rows, dtype=np.float64),
-            out, *_rounding_setup(_bounded(fmt, out_dtype)), *_rounding_setup(_bounded(acc, out_dtype)), int(mode),
-            _kernels.FUSED if fma else _kernels.PRODUCT, pairwise, np.uint64(_key(rng, mode)), _RAND_BITS,
+            a_rows, b_rows, out, *_rounding_setup(_bounded(fmt, out_dtype)),
+            *_rounding_setup(_bounded(acc, out_dtype)), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
+            pairwise, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), _RAND_BITS,
         )
     shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
     return _finish(out.reshape(shape), out_dtype)
@@ -250,6 +254,24 @@ def _float_or_minus_one(value: Fraction) -> float:
     except OverflowError:
         return -1.0
     return as_float if Fraction(as_float) == value else -1.0
+
+
+_HALF_PRECISION = FloatFormat(None, 25)  # 26 significant bits: products of two fit in 53
+
+
+def _products_are_exact(a, b) -> bool:
+    """Whether float64 holds every product ``a[..] * b[..]`` exactly: every value has at
+    most 26 significant bits, and no product overflows or leaves the normal range."""
+    for values in (a, b):
+        finite = values[np.isfinite(values)]
+        if not np.array_equal(rp_round(finite, _HALF_PRECISION, "toward_zero"), finite):
+            return False
+    magnitudes = [np.abs(v[np.isfinite(v) & (v != 0)]) for v in (a, b)]
+    if any(m.size == 0 for m in magnitudes):
+        return True
+    smallest = float(magnitudes[0].min()) * float(magnitudes[1].min())
+    largest = float(magnitudes[0].max()) * float(magnitudes[1].max())
+    return smallest >= 2.0**-1022 and largest < 2.0**1023
 
 
 def _key(rng, mode) -> int:

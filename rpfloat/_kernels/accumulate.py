@@ -326,6 +326,86 @@ def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key
         out[i] = round_exact(values[i], residuals[i], params, midpoints, mode, random, rand_bits)
 
 
+@_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
+                                   PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64, types.int64,
+                                   types.boolean, types.boolean, types.uint64, types.int64))
+def accumulate(a, b, out, product_params, product_midpoints, product_general, acc_params, acc_midpoints,
+               acc_general, mode, kind, pairwise, exact_products, key, rand_bits):
+    """``out[g, i, j]``: the rounded reduction over ``k`` of ``a[g, i, k] * b[g, k, j]``
+    in the order and with the random counters of the module docstring (SUM: `a` is
+    all ones, the terms are `b`'s values).
+
+    `exact_products`: every ``a * b`` is exact in float64 (the caller checked), so
+    no ``two_product`` is needed. The loops run ``i, k, j``: the ``cols`` accumulators
+    of a row advance together, so their roundings are independent and overlap (one
+    chain of roundings would wait on each one's latency); in the common case the
+    ``j`` loop is straight-line code and the rare sums that float64 cannot hold are
+    rounded exactly afterwards.
+    """
+    simple = exact_products and not (pairwise or kind == FUSED or product_general or acc_general)
+    if simple:
+        _accumulate_sequential(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits)
+    else:
+        _accumulate_general(a, b, out, product_params, product_midpoints, product_general, acc_params,
+                            acc_midpoints, acc_general, mode, kind, pairwise, exact_products, key, rand_bits)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _accumulate_sequential(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits):
+    """Sequential order, exact products, no rare path: for each ``k`` the row's
+    products are rounded (phase 0, PRODUCT only), then added (phase 1), both by one
+    inlined rounding (each inlined copy costs seconds of compilation)."""
+    groups, rows, n = a.shape
+    cols = out.shape[2]
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    first_phase = 0 if kind == PRODUCT else 1
+    acc = np.zeros(cols, dtype=np.float64)
+    terms = np.empty(cols, dtype=np.float64)
+    totals = np.empty(cols, dtype=np.float64)
+    residuals = np.empty(cols, dtype=np.float64)
+    random = U64_ZERO
+    for g in range(groups):
+        for i in range(rows):
+            first_output = (g * rows + i) * cols
+            for k in range(n):
+                x = a[g, i, k]
+                for j in range(cols):
+                    terms[j] = x * b[g, k, j]  # exact
+                inexact = False
+                for phase in range(first_phase, 2):
+                    params = product_params if phase == 0 else acc_params
+                    for j in range(cols):
+                        base = np.int64(3) * n * (first_output + j)
+                        if phase == 0:
+                            total, residual, counter = terms[j], 0.0, base + 3 * k
+                        elif k == 0:
+                            total, residual, counter = terms[j], 0.0, base + 1
+                        else:
+                            total, residual = two_sum(acc[j], terms[j])
+                            counter = base + 3 * k - 1
+                        if stochastic:
+                            random = splitmix64(key, counter)
+                        rounded = bits_to_float64(round_bits(float64_to_bits(total), params, mode, random,
+                                                             rand_bits, False))
+                        if phase == 0:
+                            terms[j] = rounded
+                        else:
+                            acc[j] = rounded
+                            totals[j] = total
+                            residuals[j] = residual
+                            inexact |= residual != 0.0
+                if inexact:  # rare: sums float64 could not hold, rounded again exactly
+                    for j in range(cols):
+                        if residuals[j] != 0.0:
+                            if stochastic:
+                                random = splitmix64(key, np.int64(3) * n * (first_output + j) + 3 * k - 1)
+                            acc[j] = round_exact(totals[j], residuals[j], acc_params, acc_midpoints, mode, random,
+                                                 rand_bits)
+            for j in range(cols):
+                out[g, i, j] = acc[j]
+                acc[j] = 0.0
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _popcount(k):
     count = 0
@@ -335,26 +415,16 @@ def _popcount(k):
     return count
 
 
-@_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
-                                   PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64, types.int64,
-                                   types.boolean, types.uint64, types.int64))
-def accumulate(a, b, out, product_params, product_midpoints, product_general, acc_params, acc_midpoints,
-               acc_general, mode, kind, pairwise, key, rand_bits):
-    """``out[g, i, j]``: the rounded reduction of row ``a[g, i, :]`` (against column
-    ``b[g, :, j]``) in the order and with the random counters of the module docstring.
-
-    The loops run ``i, k, j``: the ``cols`` accumulators of a row advance together,
-    so their roundings are independent and overlap (a single chain of roundings
-    waits on each one's latency). Pairwise sums are evaluated streaming, with a
-    stack per accumulator: term ``k`` is merged with the stack's top once per
-    trailing one bit of ``k``.
-    """
+@njit(inline="always", **NUMBA_OPTIONS)
+def _accumulate_general(a, b, out, product_params, product_midpoints, product_general, acc_params,
+                        acc_midpoints, acc_general, mode, kind, pairwise, exact_products, key, rand_bits):
+    """Every case: inexact products, fused products, pairwise order (evaluated
+    streaming, with a stack per accumulator), the kernel's rare paths."""
     groups, rows, n = a.shape
     cols = out.shape[2]
     stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
     acc = np.zeros(cols, dtype=np.float64)
-    depth = 64 if pairwise else 0
-    stack = np.empty((cols, depth), dtype=np.float64)
+    stack = np.empty((cols, 64 if pairwise else 0), dtype=np.float64)
     random = U64_ZERO
     for g in range(groups):
         for i in range(rows):
@@ -364,16 +434,16 @@ def accumulate(a, b, out, product_params, product_midpoints, product_general, ac
                 merges_before = k - _popcount(k)
                 for j in range(cols):
                     base = np.int64(3) * n * (first_output + j)
-                    if kind == SUM:
-                        term, term_residual = x, 0.0
+                    if exact_products:
+                        term, term_residual = x * b[g, k, j], 0.0
                     else:
                         term, term_residual = two_product(x, b[g, k, j])
-                        if kind == PRODUCT:
-                            if stochastic:
-                                random = splitmix64(key, base + 3 * k)
-                            term = _round(term, term_residual, product_params, product_midpoints, mode,
-                                          random, rand_bits, product_general)
-                            term_residual = 0.0
+                    if kind == PRODUCT:
+                        if stochastic:
+                            random = splitmix64(key, base + 3 * k)
+                        term = _round(term, term_residual, product_params, product_midpoints, mode, random,
+                                      rand_bits, product_general)
+                        term_residual = 0.0
                     if pairwise or k == 0:  # the term enters the accumulator
                         total, residual, counter = term, term_residual, base + 3 * k + 1
                     elif kind == FUSED:
