@@ -20,6 +20,9 @@ __all__ = ["round", "encode", "decode", "result_dtype"]
 # Below this many elements one thread is faster than handing chunks to a pool
 # (measured with benchmarks/bench_round.py on a 2-core machine).
 PARALLEL_THRESHOLD = 1 << 18
+# Elements converted at a time where input or result is not the carrier dtype:
+# two buffers of this size stay in a core's L2 cache.
+CHUNK = 1 << 15
 _pool = None
 
 _BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
@@ -106,65 +109,101 @@ def _result_dtype(input_dtype, fmt) -> np.dtype:
 
 
 def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
-    """Round `array` into the C-contiguous or not `result` (of the result dtype).
+    """Round `array` into `result` (an array of the result dtype and the same shape).
 
     `offset` is the flat C-order index of ``array``'s first element in a larger
     whole, so that chunks of an array draw the same random numbers as the whole.
     """
-    real_dtype = result.real.dtype if result.dtype.kind == "c" else result.dtype
-    carrier = compute_dtype(real_dtype)
-    params = kernel_params(fmt, real_dtype, policy)
-    direct = (
-        result.flags.c_contiguous
-        and carrier == real_dtype
-        and result.dtype.kind == "f"
-    )
-    if direct and array.dtype == carrier and array.flags.c_contiguous:
-        source = array.reshape(-1).view(_BITS_VIEW[carrier])
-        target = result.reshape(-1).view(_BITS_VIEW[carrier])
-        _run_kernel(source, target, params, int(mode), key, offset, rand_bits)
+    is_complex = result.dtype.kind == "c"
+    real_dtype = result.real.dtype if is_complex else result.dtype
+    if not result.flags.c_contiguous:  # a strided out=: round into a fresh array, then copy
+        whole = np.empty(result.shape, result.dtype)
+        _round_into(array, whole, fmt, policy, mode, key, rand_bits, offset)
+        np.copyto(result, whole)
         return
-    if direct:
-        work = result
-    else:
-        work_dtype = np.dtype(np.complex64 if carrier == np.float32 else np.complex128) \
-            if result.dtype.kind == "c" else carrier
-        work = np.empty(array.shape, dtype=work_dtype)
-    with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error: NaN stays NaN
-        np.copyto(work, array, casting="unsafe")
-    bits = work.reshape(-1).view(carrier).view(_BITS_VIEW[carrier])
-    parts_per_element = 2 if work.dtype.kind == "c" else 1
-    _run_kernel(bits, bits, params, int(mode), key, offset * parts_per_element, rand_bits)
-    if work is not result:
-        with np.errstate(invalid="ignore"):
-            np.copyto(result, work, casting="unsafe")
+    if not array.flags.c_contiguous:
+        array = np.ascontiguousarray(array)  # a copy: the kernels read C order
+    _run_kernel(
+        _flat_parts(array),
+        _flat_parts(result),
+        compute_dtype(real_dtype),
+        kernel_params(fmt, real_dtype, policy),
+        int(mode),
+        np.uint64(key),
+        offset * (2 if is_complex else 1),
+        rand_bits,
+    )
 
 
-def _run_kernel(source, target, params, mode, key, offset, rand_bits):
-    """Run the kernel, on numba's thread count of chunks for large arrays.
+def _flat_parts(array):
+    """A flat view of a C-contiguous array; complex numbers as (real, imag) pairs."""
+    flat = array.reshape(-1)
+    return flat.view(flat.real.dtype) if flat.dtype.kind == "c" else flat
+
+
+def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits):
+    """Round flat `source` into flat `target`, on numba's thread count of ranges
+    for large arrays.
 
     The kernel releases the GIL, and element ``i`` draws random number
-    ``offset + i`` whatever the chunk, so threads never change a result.
+    ``offset + i`` whatever the range, so threads never change a result.
     """
     global _pool
     size = source.size
-    key = np.uint64(key)
-    source = source.view()
-    source.flags.writeable = False  # the kernel's one signature takes a read-only source
-    round_array = round_array_for(source.dtype)
     threads = 1 if size < 2 * PARALLEL_THRESHOLD else min(numba.get_num_threads(), size // PARALLEL_THRESHOLD)
     if threads == 1:
-        round_array(source, target, params, mode, key, offset, rand_bits)
+        _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 0, size)
         return
     if _pool is None or _pool._max_workers < threads:
         _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
     bounds = np.linspace(0, size, threads + 1).astype(np.int64)
     futures = [
-        _pool.submit(round_array, source[lo:hi], target[lo:hi], params, mode, key, offset + int(lo), rand_bits)
+        _pool.submit(_round_range, source, target, carrier, params, mode, key, offset, rand_bits, int(lo), int(hi))
         for lo, hi in zip(bounds[:-1], bounds[1:])
     ]
     for future in futures:
         future.result()
+
+
+def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, start, stop):
+    """Round ``source[start:stop]`` into ``target[start:stop]``.
+
+    Where either is not the carrier dtype (another dtype or byte order, a float16
+    result), the values pass through small carrier buffers that stay in cache, so
+    the kernel never runs in place (LLVM vectorises only non-overlapping arrays)
+    and memory holds no third array.
+    """
+    bits = _BITS_VIEW[carrier]
+    kernel = round_array_for(bits)
+    source_is_carrier = source.dtype == carrier
+    target_is_carrier = target.dtype == carrier
+    if source_is_carrier and target_is_carrier:
+        kernel(_read_only(source[start:stop].view(bits)), target[start:stop].view(bits),
+               params, mode, key, offset + start, rand_bits)
+        return
+    chunk = min(CHUNK, stop - start)
+    source_buffer = np.empty(chunk, carrier) if not source_is_carrier else None
+    target_buffer = np.empty(chunk, carrier) if not target_is_carrier else None
+    for begin in range(start, stop, chunk):
+        end = min(stop, begin + chunk)
+        if source_is_carrier:
+            values = source[begin:end]
+        else:
+            values = source_buffer[: end - begin]
+            with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error
+                np.copyto(values, source[begin:end], casting="unsafe")
+        rounded = target[begin:end] if target_is_carrier else target_buffer[: end - begin]
+        kernel(_read_only(values.view(bits)), rounded.view(bits), params, mode, key, offset + begin, rand_bits)
+        if not target_is_carrier:
+            with np.errstate(invalid="ignore"):
+                np.copyto(target[begin:end], rounded, casting="unsafe")
+
+
+def _read_only(view):
+    """`view` marked read-only: the kernel's one signature takes a read-only source."""
+    view = view.view()
+    view.flags.writeable = False
+    return view
 
 
 def _offset(offset) -> int:

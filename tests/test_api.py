@@ -9,7 +9,7 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels.quantize import SIGNATURES, round_array
-from rpfloat.rounding import PARALLEL_THRESHOLD, round_chunk
+from rpfloat.rounding import CHUNK, PARALLEL_THRESHOLD, round_chunk
 
 
 def bits(a):
@@ -189,6 +189,19 @@ def test_chunks_with_offsets_give_the_whole_arrays_bits(split):
     head = round_chunk(x[:split], "e5m2", "stochastic", rng=9)
     tail = round_chunk(x[split:], "e5m2", "stochastic", rng=9, offset=split)
     np.testing.assert_array_equal(bits(np.concatenate([head, tail])), bits(whole))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_buffered_paths_give_the_direct_paths_bits(mode):
+    """Inputs or results that are not the carrier dtype pass through chunk buffers;
+    each chunk must draw the random numbers of its own elements."""
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal(3 * CHUNK + 5) * 2.0 ** rng.integers(-10, 10, 3 * CHUNK + 5))
+    x = x.astype(np.float16).astype(np.float32)  # values every dtype below holds
+    direct = rp.round(x, "e5m2", mode, rng=4)
+    for other in (x.astype(np.float16), x.astype(">f4"), x.astype(np.float64)):
+        got = rp.round(other, "e5m2", mode, rng=4)
+        np.testing.assert_array_equal(bits(got.astype(np.float32)), bits(direct), err_msg=str(other.dtype))
 
 
 def test_thread_count_does_not_change_bits():
