@@ -89,7 +89,6 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             word_bits=fmt.bits,
             signed=int(fmt.signed),
             scale_bits=_bits_of(quantum, np.dtype(np.float64)),
-            emin=0,
             bias_parity=0,
             half_quantum_bits=_half_bits(-fmt.frac_bits, carrier),
         )
@@ -110,7 +109,6 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             keep_inf=int((fmt.exp_bits is None or fmt.has_inf) and policy != "saturate"),
             no_negative_zero=int(fmt.exp_bits is not None and not fmt.has_negative_zero),
             deep=int(emin < 1 - carrier_bias),
-            emin=emin,
             bias_parity=bias & 1,
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )

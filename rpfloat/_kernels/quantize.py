@@ -1,24 +1,27 @@
-"""The rounding kernel: one element, and the loops over arrays.
+"""The rounding kernel: one element (`round_bits`), and the loops over arrays.
 
 One kernel serves every format, floating or fixed point: the format arrives as a
 tuple of plain integers (built once per format and carrier by ``rpfloat._params``),
-so a new format never compiles anything. The carrier is float32 (data seen as
-int32) or float64 (int64); the arithmetic is int64 throughout, which holds every
-magnitude of either carrier without touching the sign bit.
+so a new format never compiles anything. The carrier is float32, seen as int32,
+or float64, seen as int64; the arithmetic stays in that width so that float32
+data fill eight SIMD lanes.
 
 A finite carrier magnitude ``a`` (the bits without the sign) splits as::
 
-    a = E EEEEEEEE | MMMMMMM...M          (carrier exponent field E, C_MAN bits M)
+    a = E EEEEEEEE | MMMMMMM...M          (carrier exponent field E, carrier_man_bits M)
     x = sig * 2**c_exp,  sig = 1.M (E > 0) or 0.M (E == 0)
 
 The format's spacing at x is ``2**q_exp``; ``drop = q_exp - c_exp`` low bits of
 ``sig`` are rounded away::
 
-    sig = K KKKK|R TTTT      K: kept (k), R: round bit (half), T: sticky bits
+    sig = K KKKK|R TTTT      K: kept (k), R: the half bit, T: the rest
 
-Steps: (1) NaN / inf, (2) sign off, (3) the exponent of x and the spacing there,
-(4) the increment that the mode asks for, (5) put the result back into carrier
-bits, (6) overflow policy, (7) sign back on (no -0 where the format has none).
+Wherever the format's grid is a grid of ``a`` itself (every x at or above one
+spacing), rounding is "add a mode-dependent bias below K, clear the low bits":
+carries run into the exponent field by themselves. Below one spacing the result
+is 0 or one spacing. Steps: (1) sign off, (2) where x lies and how many bits go,
+(3) the bias or step the mode asks for, (4) overflow policy and +-inf,
+(5) the sign back on (no -0 where the format has none); NaN passes unchanged.
 Rounding is on the magnitude, so every mode is sign-symmetric except up/down,
 which pick "away from zero" or "toward zero" by the sign.
 """
@@ -62,13 +65,18 @@ PARAM_NAMES = (
     "word_bits",          # fixed point wrap: word length w
     "signed",             # fixed point wrap: two's complement
     "scale_bits",         # fixed point wrap: float64 bits of 2**-frac_bits
-    "emin",               # deep formats: exponent of min_normal
     "bias_parity",        # deep formats: bias & 1
     "half_quantum_bits",  # carrier bits of half the spacing below min_normal (0: none)
     "overflow_pos_bits",  # what a positive overflow becomes (not toward zero): max, inf or NaN
     "overflow_neg_bits",  # the same for negative overflow (magnitude bits)
 )
 N_PARAMS = len(PARAM_NAMES)
+(
+    P_CARRIER_MAN_BITS, P_CARRIER_BIAS, P_MAN_BITS, P_MIN_NORMAL_BITS, P_PARITY_OFFSET,
+    P_BELOW_DROP_OFFSET, P_BELOW_TIE_UP, P_BELOW_QUANTUM_BITS, P_MAX_POS_BITS, P_MAX_NEG_BITS,
+    P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
+    P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
+) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
 ONE = np.int64(1)
@@ -87,7 +95,7 @@ def _truncates(mode, negative):
 @njit(inline="always", **NUMBA_OPTIONS)
 def _wrap(sig, drop, kept, negative, params):
     """Carrier bits of the two's complement wrap of the rounded fixed-point integer."""
-    word_bits = params[14]
+    word_bits = params[P_WORD_BITS]
     word_mask = (ONE << word_bits) - ONE
     if drop > 0:
         count = kept
@@ -98,10 +106,10 @@ def _wrap(sig, drop, kept, negative, params):
     count &= word_mask
     if negative:
         count = (-count) & word_mask
-    if params[15] and count >= (ONE << (word_bits - ONE)):
+    if params[P_SIGNED] and count >= (ONE << (word_bits - ONE)):
         count -= ONE << word_bits
-    value = np.float64(count) * bits_to_float64(params[16])
-    if params[0] == 23:
+    value = np.float64(count) * bits_to_float64(params[P_SCALE_BITS])
+    if params[P_CARRIER_MAN_BITS] == 23:
         return np.int64(float32_to_bits(np.float32(value)))
     return float64_to_bits(value)
 
@@ -146,9 +154,9 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     """
     one = same_width(bits, 1)
     zero = same_width(bits, 0)
-    carrier_man_bits = same_width(bits, params[0] & shift_mask(bits))
+    carrier_man_bits = same_width(bits, params[P_CARRIER_MAN_BITS] & shift_mask(bits))
     hidden = shift_left(one, carrier_man_bits)
-    inf_bits = same_width(bits, (2 * params[1] + 1) << params[0])
+    inf_bits = same_width(bits, (2 * params[P_CARRIER_BIAS] + 1) << params[P_CARRIER_MAN_BITS])
     abs_mask = same_width(bits, inf_bits | (hidden - one))  # every bit below the sign
     sign_bit = same_width(bits, ~abs_mask)
     quiet_nan = same_width(bits, inf_bits | shift_right(hidden, one))
@@ -158,18 +166,18 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     magnitude = same_width(bits, bits & abs_mask)
     # (2) where x lies, and how many low bits of its significand go -------------
     biased = shift_right(magnitude, carrier_man_bits)
-    below = magnitude < same_width(bits, params[3])
+    below = magnitude < same_width(bits, params[P_MIN_NORMAL_BITS])
     if below:
-        drop = same_width(bits, same_width(bits, params[5]) - max(biased, one))
+        drop = same_width(bits, same_width(bits, params[P_BELOW_DROP_OFFSET]) - max(biased, one))
     else:
-        drop = same_width(bits, carrier_man_bits - same_width(bits, params[2]))
+        drop = same_width(bits, carrier_man_bits - same_width(bits, params[P_MAN_BITS]))
     sig = same_width(bits, (magnitude & (hidden - one)) | (hidden if biased != zero else zero))
-    parity_source = same_width(bits, biased + same_width(bits, params[4]))
-    if general and params[13] != 0 and biased == zero and not below and magnitude != zero:
+    parity_source = same_width(bits, biased + same_width(bits, params[P_PARITY_OFFSET]))
+    if general and params[P_DEEP] != 0 and biased == zero and not below and magnitude != zero:
         # a carrier subnormal that is normal in the format: its true exponent
-        exponent = 63 - count_leading_zeros(np.int64(magnitude)) + 1 - params[1] - params[0]
-        drop = same_width(bits, exponent - params[2] - (1 - params[1] - params[0]))
-        parity_source = same_width(bits, exponent + params[18])
+        exponent = 63 - count_leading_zeros(np.int64(magnitude)) + 1 - params[P_CARRIER_BIAS] - params[P_CARRIER_MAN_BITS]
+        drop = same_width(bits, exponent - params[P_MAN_BITS] - (1 - params[P_CARRIER_BIAS] - params[P_CARRIER_MAN_BITS]))
+        parity_source = same_width(bits, exponent + params[P_BIAS_PARITY])
     raw_drop = drop  # < 0: x is a multiple of the spacing (fixed-point wrap needs it)
     # drop > carrier_man_bits + 1: x lies below half a spacing of the format
     clipped = same_width(bits, min(max(drop, zero), same_width(bits, carrier_man_bits + 2)) & shift_mask(bits))
@@ -181,18 +189,18 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     half = same_width(bits, shift_right(low_mask, one) + (low_mask != zero))
     rest = same_width(bits, sig & low_mask)
     # parity of the truncated code: k's, or for man_bits == 0 the exponent field's
-    parity_mask = same_width(bits, parity_source | -same_width(bits, params[2] != 0))
+    parity_mask = same_width(bits, parity_source | -same_width(bits, params[P_MAN_BITS] != 0))
     odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
     # (3) the rounding bias (aligned) and the step decision (below one spacing) -
     if mode == NEAREST:
-        tie_up = odd_code | (same_width(bits, params[6]) & same_width(bits, below))
+        tie_up = odd_code | (same_width(bits, params[P_BELOW_TIE_UP]) & same_width(bits, below))
         bias = same_width(bits, (half - one + tie_up) & low_mask)
         # below one spacing (always below min_normal): a tie steps up only where
         # the format has no subnormals (m > h or m == h and t  <=>  m > h - t)
-        step = magnitude > same_width(bits, params[19] - params[6])
+        step = magnitude > same_width(bits, params[P_HALF_QUANTUM_BITS] - params[P_BELOW_TIE_UP])
     elif mode == NEAREST_AWAY:
         bias = half
-        step = magnitude >= same_width(bits, params[19])
+        step = magnitude >= same_width(bits, params[P_HALF_QUANTUM_BITS])
     elif mode == TOWARD_ZERO:
         bias = zero
         step = False
@@ -222,20 +230,20 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     if aligned:
         result = shift_left(shift_right(same_width(bits, magnitude + bias), clipped), clipped)
     else:
-        result = same_width(bits, params[7]) if step else zero
+        result = same_width(bits, params[P_BELOW_QUANTUM_BITS]) if step else zero
     # (4) overflow; +-inf inputs are values beyond max unless the format keeps them
     # (the policy's choice per sign is a parameter: no branch on it in the loop)
-    max_bits = same_width(bits, params[9]) if negative else same_width(bits, params[8])
+    max_bits = same_width(bits, params[P_MAX_NEG_BITS]) if negative else same_width(bits, params[P_MAX_POS_BITS])
     if _truncates(mode, negative):
         overflowed = max_bits
     else:
-        overflowed = same_width(bits, params[21]) if negative else same_width(bits, params[20])
-    keep_inf = same_width(bits, -params[11])  # all ones or zero
+        overflowed = same_width(bits, params[P_OVERFLOW_NEG_BITS]) if negative else same_width(bits, params[P_OVERFLOW_POS_BITS])
+    keep_inf = same_width(bits, -params[P_KEEP_INF])  # all ones or zero
     if magnitude >= inf_bits:
         result = same_width(bits, (inf_bits & keep_inf) | (overflowed & ~keep_inf))
     elif result > max_bits:
         result = overflowed
-    if general and params[10] == OVERFLOW_WRAP:
+    if general and params[P_OVERFLOW] == OVERFLOW_WRAP:
         if magnitude >= inf_bits:
             result = quiet_nan
         else:
@@ -247,7 +255,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
             result = same_width(bits, wrapped & abs_mask)
             signed_source = same_width(bits, wrapped)
     # (5) the sign; NaN stays NaN, payload and all --------------------------------
-    unsigned_zero = same_width(bits, -same_width(bits, result == zero)) & same_width(bits, -params[12])
+    unsigned_zero = same_width(bits, -same_width(bits, result == zero)) & same_width(bits, -params[P_NO_NEGATIVE_ZERO])
     result = same_width(bits, result | (signed_source & sign_bit & ~unsigned_zero))
     return bits if magnitude > inf_bits else result
 
@@ -277,7 +285,7 @@ def round_array(source, target, params, mode, key, offset, rand_bits):
     The mode is chosen here, once: each branch passes it as a constant, so that
     each loop is compiled for one mode.
     """
-    if params[13] or params[10] == OVERFLOW_WRAP:
+    if params[P_DEEP] or params[P_OVERFLOW] == OVERFLOW_WRAP:
         _round_loop(source, target, params, mode, key, offset, rand_bits, True)
     elif mode == NEAREST:
         _round_loop(source, target, params, NEAREST, key, offset, rand_bits, False)
