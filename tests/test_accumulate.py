@@ -194,6 +194,11 @@ def test_every_step_is_rounded_from_the_exact_result():
     a = 1 + 2.0**-30
     assert float(dot([1.0, a], [-1.0, a], "float64", mode="down")) == 2.0**-29  # product rounded down
     assert float(dot([1.0, a], [-1.0, a], "float64", fma=True)) == 2.0**-29 + 2.0**-60  # fused: exact
+    # acc + a*b = 1 + 2**-52 + 2**-53 - 2**-113, just below a float64 midpoint: the
+    # three-term sum must not lose the last term (a round-to-odd step keeps it)
+    acc, x, y = 1 + 2.0**-52, 2.0**-53 * (1 + 2.0**-30), 1 - 2.0**-30
+    assert float(dot([acc, x], [1.0, y], "float64", fma=True)) == 1 + 2.0**-52
+    assert float(dot([acc, x], [1.0, y], "float64", fma=True, mode="up")) == 1 + 2.0**-51
     c = 1 + 2.0**-7
     assert float(dot([c], [c], "bfloat16", acc="float32")) == 1 + 2.0**-6
     assert float(dot([c], [c], "bfloat16", acc="float32", fma=True)) == 1 + 2.0**-6 + 2.0**-14

@@ -87,7 +87,7 @@ OPERATIONS = {
 ORACLE_FORMATS = [
     rp.format("bfloat16"),
     rp.format("float32"),
-    rp.FloatFormat(8, 25),  # p = 26: the first precision where it can bite (/ and sqrt)
+    rp.FloatFormat(8, 25),  # p = 26: 53 >= 2p holds (+ - * / are safe), 53 >= 2p + 2 not (sqrt)
     rp.FloatFormat(8, 30),
     rp.FloatFormat(11, 51),
     rp.format("float64"),
@@ -182,6 +182,16 @@ def test_the_two_regimes_of_double_rounding(fmt, mode, harmless):
         assert disagreements > 0
 
 
+def test_sqrt_at_precision_26_needs_the_residual():
+    """53 >= 2p + 2 fails first at p = 26, and only for sqrt: sqrt(2**26 - 1) in
+    float64 is a midpoint of the 26-bit grid that the exact root is not on."""
+    fmt = rp.FloatFormat(8, 25)
+    value = 2.0**26 - 1
+    correct = exact_round(sqrt_proxy(value), fmt, "nearest")
+    assert float(rp.round(np.sqrt(value), fmt)) != correct
+    assert_same(np.sqrt(asarray([value], fmt)), [correct])
+
+
 def test_directed_rounding_sees_what_float64_loses():
     one = asarray([1.0, -1.0], "bfloat16", mode="up")
     assert_same(one + 2.0**-60, [1.0078125, -0.99609375])
@@ -203,6 +213,43 @@ def test_stochastic_rounding_uses_the_exact_residual():
     assert np.count_nonzero(result == 1.0) + ups == count
     sigma = math.sqrt(count * 0.75 * 0.25)
     assert abs(ups - 0.75 * count) < 5 * sigma
+
+
+@pytest.mark.parametrize("fmt", [rp.format("bfloat16"), rp.FloatFormat(11, 51), rp.FixedFormat(3, 49)],
+                         ids=lambda f: f.name or repr(f))
+def test_stochastic_threshold_is_exact(fmt):
+    """round_exact(s, r) rounds s + r up iff the drawn number is below
+    floor((|s + r| - lo) / (hi - lo) * 2**rand_bits), to the last unit, for
+    residuals r of every size below half an ulp of s."""
+    from rpfloat._kernels.accumulate import round_exact
+    from rpfloat.accumulate import rounding_setup
+
+    params, midpoints, _ = rounding_setup(fmt)
+    rng = np.random.default_rng(8)
+    a, _ = operand_pairs(fmt, count=80, seed=4)
+    checked = 0
+    for x in a:
+        value = x + rng.integers(1, 2**40) * np.spacing(x)  # a float64 between values
+        residual = float(rng.uniform(-0.5, 0.5) * np.spacing(value) * 2.0 ** -rng.integers(0, 60))
+        exact_value = Fraction(value) + Fraction(residual)
+        lo, hi, _, _ = reference.neighbours(abs(exact_value), fmt, np.float64)
+        if lo == hi or value + residual != value or hi > Fraction(fmt.max) or -hi < Fraction(fmt.min):
+            continue
+        for rand_bits in (64, 9):
+            threshold = math.floor((abs(exact_value) - lo) / (hi - lo) * 2**rand_bits)
+            for drawn in {max(threshold - 1, 0), threshold, min(threshold + 1, 2**rand_bits - 1)}:
+                random = np.uint64(drawn << (64 - rand_bits))
+                result = round_exact(value, residual, params, midpoints, 6, random, rand_bits)
+                assert abs(Fraction(result)) == (hi if drawn < threshold else lo)
+                checked += 1
+    assert checked > 200
+    if getattr(fmt, "man_bits", None) == 51:  # a residual that vanishes when scaled: only its sign counts
+        value, residual = 2.0**1000 * (1 + 3 * 2.0**-52), -(2.0**-200)
+        lo = 2.0**1000 * (1 + 2 * 2.0**-52)  # the neighbours are 2 float64 ulps apart
+        threshold = 2**63 - 1  # floor((ulp - tiny) / (2 ulp) * 2**64)
+        for drawn, expected in ((threshold - 1, lo + 2.0**949), (threshold, lo)):
+            result = round_exact(value, residual, params, midpoints, 6, np.uint64(drawn), 64)
+            assert result == expected
 
 
 def test_stochastic_arrays_are_reproducible_and_draw_fresh_randomness():
