@@ -306,10 +306,12 @@ class RPArray(NDArrayOperatorsMixin):
         results = results if isinstance(results, tuple) else (results,)
         residuals = residuals if residuals is not None else (None,) * len(results)
         targets = _LazyTarget(inputs)
+        # all operands values of known formats: the Figueroa shortcut may apply
+        operand_formats = tuple(x.fmt for x in inputs) if all(isinstance(x, RPArray) for x in inputs) else None
         finished = []
         for index, (result, residual) in enumerate(zip(results, residuals)):
             destination = outs[index] if index < len(outs) else None
-            finished.append(_finish(result, residual, destination, targets, kwargs))
+            finished.append(_finish(result, residual, operand_formats, destination, targets, kwargs))
         return finished[0] if len(finished) == 1 else tuple(finished)
 
     # -- NEP 18 ----------------------------------------------------------------------------
@@ -360,9 +362,14 @@ def asarray(x, fmt, mode="nearest", *, rng=None) -> RPArray:
 # -- rounding ------------------------------------------------------------------------------
 
 
-def _round_values(values: np.ndarray, target: _Target, residuals=None) -> np.ndarray:
+def _round_values(values: np.ndarray, target: _Target, residuals=None, operand_formats=None) -> np.ndarray:
     """float64 `values` (plus their exact `residuals`, if any) rounded onto the
-    target's format, as a carrier ndarray."""
+    target's format, as a carrier ndarray.
+
+    `operand_formats`: the formats of the operands that gave `values`, when all of
+    them were RPArrays; only then may the double-rounding shortcut apply (a float64
+    operand outside the format can put the exact result a hair off a midpoint).
+    """
     fmt = target.fmt
     carrier = np.dtype(fmt.carrier)
     bounded = bounded_format(fmt, carrier)
@@ -370,7 +377,10 @@ def _round_values(values: np.ndarray, target: _Target, residuals=None) -> np.nda
     seed = int(target.rng.integers(2**63)) if stochastic else None
     values = np.asarray(values, dtype=np.float64, order="C")  # ascontiguousarray makes 0-d 1-d
     rounded = np.asarray(_round_onto(values, bounded, target.mode, rng=seed))
-    if residuals is not None and not _double_rounding_is_harmless(bounded, target.mode):
+    shortcut = operand_formats is not None and _double_rounding_is_harmless(bounded, target.mode) and all(
+        format_contains(fmt, operand) for operand in operand_formats
+    )
+    if residuals is not None and not shortcut:
         flat_residuals = np.asarray(np.broadcast_to(residuals, values.shape), order="C").reshape(-1)
         indices = np.flatnonzero(flat_residuals)
         if indices.size:
@@ -626,7 +636,7 @@ class _Grid:
 # -- ufunc results --------------------------------------------------------------------------
 
 
-def _finish(result, residual, destination, targets: _LazyTarget, kwargs):
+def _finish(result, residual, operand_formats, destination, targets: _LazyTarget, kwargs):
     """One ufunc output: rounded into an RPArray, written into `destination`, or a
     plain ndarray for boolean and integer results."""
     scalar = not isinstance(result, np.ndarray)
@@ -637,7 +647,8 @@ def _finish(result, residual, destination, targets: _LazyTarget, kwargs):
     where = kwargs.get("where", True)
     if isinstance(destination, RPArray):
         _check_out_shape(destination, result)
-        np.copyto(destination._data, _round_values(result, destination._target, residual), where=where)
+        rounded = _round_values(result, destination._target, residual, operand_formats)
+        np.copyto(destination._data, rounded, where=where)
         return destination
     if kind != "f":
         if destination is None:
@@ -646,7 +657,7 @@ def _finish(result, residual, destination, targets: _LazyTarget, kwargs):
         np.copyto(destination, result, casting=kwargs.get("casting", "same_kind"), where=where)
         return destination
     target = targets.get()
-    data = _round_values(result, target, residual)
+    data = _round_values(result, target, residual, operand_formats)
     if destination is None:
         return RPArray._wrap(data, target)
     _check_out_shape(destination, result)

@@ -192,6 +192,20 @@ def test_sqrt_at_precision_26_needs_the_residual():
     assert_same(np.sqrt(asarray([value], fmt)), [correct])
 
 
+def test_plain_operands_get_no_double_rounding_shortcut():
+    """The p <= 25 shortcut holds for values of the format only: a float64 operand
+    can put the exact sum a hair above a bfloat16 midpoint that fl64 lands on."""
+    hair = 2.0**-8 + 2.0**-60  # 1 + hair: just above the midpoint of 1 and 1 + 2**-7
+    one = asarray([1.0], "bfloat16")
+    assert float(rp.round(1.0 + hair, "bfloat16")) == 1.0  # the tie fl64 makes
+    assert_same(one + hair, [1.0078125])
+    assert_same(one + np.array([hair]), [1.0078125])
+    out = asarray([0.0], "bfloat16")
+    np.add(asarray([1.0], "float64"), asarray([hair], "float64"), out=out)  # float64 operands, bf16 out
+    assert_same(out, [1.0078125])
+    assert_same(one + asarray([2.0**-8], "bfloat16"), [1.0])  # values of the format: a true tie
+
+
 def test_directed_rounding_sees_what_float64_loses():
     one = asarray([1.0, -1.0], "bfloat16", mode="up")
     assert_same(one + 2.0**-60, [1.0078125, -0.99609375])
