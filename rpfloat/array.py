@@ -36,23 +36,29 @@ onto the format with its mode:
 Correct rounding
 ----------------
 Computing in float64 and rounding once is a double rounding. For round-to-nearest
-it is harmless for ``+ - * /`` and ``sqrt`` when ``53 >= 2p + 2`` (p: precision;
-Figueroa 1995) -- formats up to p = 25, float32 included -- provided nothing leaves
-float64's normal range. It is never harmless for the directed modes (``up`` of
-``1 + 2**-60`` onto bfloat16 is ``1 + 2**-7``, not ``fl(1 + 2**-60) = 1``), for
-``odd`` or the stochastic modes, nor for nearest in wider formats. So ``add``,
-``subtract``, ``multiply``, ``divide``, ``sqrt``, ``square`` and ``reciprocal`` (called
-plainly, without ``where``/``dtype``) also compute the exact error of the float64
-result with error-free transformations (TwoSum; TwoProduct by Veltkamp splitting,
-as NumPy has no fma; the remainder ``a - q b`` for division and ``a - s**2`` for
-sqrt), and every element with a nonzero error is rounded from the exact value
-(``rpfloat._kernels.accumulate.round_exact``). These results are correctly rounded
-in every mode, the stochastic probabilities exact, for every format, as long as
-operands stay below ``2**995`` and results above ``2**-969`` in magnitude (only
-formats with float64's exponent range get past that; there the float64 result is
-rounded). For division and sqrt the error's magnitude is itself rounded, which can
-move a stochastic probability by a relative ``2**-53``. Other ufuncs (``exp``,
-``power``, ...) round their float64 result, which is as accurate as NumPy's.
+it is harmless for ``+ - * /`` and ``sqrt`` of values of a format of precision p
+when ``53 >= 2p + 2`` (Figueroa 1995; ``53 >= 2p`` suffices for ``+ - * /``) --
+formats up to p = 25, float32 included -- provided nothing leaves float64's normal
+range. It is never harmless for the directed modes (``up`` of ``1 + 2**-60`` onto
+bfloat16 is ``1 + 2**-7``, not ``fl(1 + 2**-60) = 1``), for ``odd`` or the
+stochastic modes, for nearest in wider formats (``sqrt(2**26 - 1)`` at p = 26),
+nor for operands that are not values of the format (``1 + (2**-8 + 2**-60)`` onto
+bfloat16).
+
+So ``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``, ``square`` and
+``reciprocal`` (called plainly, without ``where``/``dtype``) also compute the exact
+error of the float64 result with error-free transformations (TwoSum; TwoProduct by
+Veltkamp splitting, as NumPy has no fma; the remainder ``a - q b`` for division
+and ``a - s**2`` for sqrt), and every element with a nonzero error is rounded from
+the exact value (``rpfloat._kernels.accumulate.round_exact``). Only the nearest
+modes on formats with p <= 25, with every operand an RPArray of a contained
+format, skip that step. The results are correctly rounded in every mode, with
+exact stochastic probabilities, for every format, as long as operands stay below
+``2**995`` and results above ``2**-969`` in magnitude (only formats with float64's
+exponent range get past that; there the float64 result is rounded). For division
+and sqrt the error's magnitude is itself rounded, which can move a stochastic
+probability by a relative ``2**-53``. Other ufuncs (``exp``, ``power``, ...) round
+their float64 result, which is as accurate as NumPy's.
 
 Examples
 --------
