@@ -51,6 +51,7 @@ _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.
 _ORDERS = ("sequential", "pairwise")
 _RAND_BITS = 64
 _DEEP = _quantize.PARAM_NAMES.index("deep")
+_AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from NumPy 1.25 on
 
 
 def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # noqa: A001
@@ -309,9 +310,7 @@ def _axes(axis, ndim) -> list:
         except TypeError:
             raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}") from None
         if not -ndim <= a < ndim:
-            raise np.exceptions.AxisError(a, ndim) if hasattr(np, "exceptions") else ValueError(
-                f"axis {a} is out of bounds for an array of dimension {ndim}"
-            )
+            raise _AXIS_ERROR(a, ndim)
         a %= ndim
         if a in normalized:
             raise ValueError(f"axis {axis!r} repeats an axis")
