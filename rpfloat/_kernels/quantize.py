@@ -310,6 +310,10 @@ def round_array_for(bits_dtype):
     compiled, or loaded from numba's cache, on first use: an import loads nothing.
     Callers pass a read-only `source` view, so the call matches the signature."""
     index = 0 if bits_dtype == np.int32 else 1
-    if SIGNATURES[index].args not in round_array.overloads:
+    if not _LOADED[index]:
         round_array.compile(SIGNATURES[index])
+        _LOADED[index] = True
     return round_array
+
+
+_LOADED = [False, False]
