@@ -90,6 +90,8 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     dtype = result_dtype(array.dtype, fmt)
     key = _random_key(rng) if mode.is_stochastic else 0
     result = _prepare_out(out, array.shape, dtype)
+    if out is not None and _overlaps_elsewhere(array, result):
+        array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
     _round_into(array, result, fmt, policy, mode, key, rand_bits, _offset(offset))
     if out is not None:
         return out
@@ -223,6 +225,19 @@ def _input_array(x) -> np.ndarray:
             "convert it with np.asarray(x, dtype=float) first"
         )
     return array
+
+
+def _overlaps_elsewhere(array, result) -> bool:
+    """Whether `result` shares memory with `array` other than element for element
+    (rounding in place, ``out=x``, is safe; a shifted view is not)."""
+    if not np.may_share_memory(array, result):
+        return False
+    same_elements = (
+        array.__array_interface__["data"][0] == result.__array_interface__["data"][0]
+        and array.strides == result.strides
+        and array.dtype.itemsize == result.dtype.itemsize
+    )
+    return not same_elements
 
 
 def _prepare_out(out, shape, dtype) -> np.ndarray:

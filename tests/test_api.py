@@ -132,6 +132,16 @@ def test_out_may_be_the_input():
     np.testing.assert_array_equal(bits(x), bits(expected))
 
 
+@pytest.mark.parametrize("shift", [1, -1])
+def test_out_overlapping_the_input_elsewhere_reads_the_input_first(shift):
+    buffer = sample(1001)
+    x = buffer[:-1] if shift == 1 else buffer[1:]
+    expected = rp.round(x.copy(), "e4m3")
+    out = buffer[1:] if shift == 1 else buffer[:-1]
+    rp.round(x, "e4m3", out=out)
+    np.testing.assert_array_equal(bits(out), bits(expected))
+
+
 def test_out_may_be_strided():
     x = sample(50, np.float64)
     big = np.zeros(100)
