@@ -12,19 +12,20 @@ import pytest
 
 import rpfloat as rp
 
-ML_PRESETS = [
-    "bfloat16",
-    "float8_e4m3fn",
-    "float8_e5m2",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "float8_e4m3b11fnuz",
-    "float8_e4m3",
-    "float8_e3m4",
-    "float6_e2m3fn",
-    "float6_e3m2fn",
-    "float4_e2m1fn",
-]
+# every ml_dtypes float type but the sign-less scale type (SPEC §1)
+ML_FLOAT_TYPES = sorted(
+    name
+    for name in dir(ml_dtypes)
+    if name.startswith(("float", "bfloat"))
+    and name != "float8_e8m0fnu"
+    and isinstance(getattr(ml_dtypes, name), type)
+)
+ML_PRESETS = [name for name in rp.formats if hasattr(ml_dtypes, name)]
+
+
+def test_every_ml_dtypes_float_type_has_a_preset():
+    assert len(ML_FLOAT_TYPES) >= 11
+    assert sorted(ML_PRESETS) == ML_FLOAT_TYPES
 
 
 def _all_patterns(kind):
