@@ -84,6 +84,8 @@ def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
     scale = np.where(normal, field, 1) - fmt.bias - man_bits
     with np.errstate(over="ignore"):  # the all-ones field of formats that reserve it
         magnitude = np.ldexp(significand.astype(np.float64), scale.astype(np.int32))
+    if not fmt.subnormals:  # field-0 codes of a format without subnormals are zeros (as in
+        magnitude = np.where(normal, magnitude, 0.0)  # hardware that treats denormals as zero)
     if fmt.nan == "ieee":
         top = field == exp_all_ones
         low = codes & np.uint64((1 << man_bits) - 1)

@@ -219,12 +219,23 @@ def _offset(offset) -> int:
 def _input_array(x) -> np.ndarray:
     """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise."""
     array = x if isinstance(x, np.ndarray) else np.asarray(x)
+    if array.dtype == object and not isinstance(x, np.ndarray) and _all_ints(array):
+        array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
     if array.dtype.kind not in "biufc":
         raise TypeError(
             f"x must hold real or complex numbers, got an array of dtype {array.dtype}; "
             "convert it with np.asarray(x, dtype=float) first"
         )
+    if array.dtype.kind in "fc" and array.dtype.itemsize > (16 if array.dtype.kind == "c" else 8):
+        raise TypeError(
+            f"x has dtype {array.dtype}, wider than float64, which rpfloat does not compute in; "
+            "convert it with x.astype(np.float64) (one rounding to nearest) first"
+        )
     return array
+
+
+def _all_ints(array) -> bool:
+    return all(isinstance(item, numbers.Integral) and not isinstance(item, bool) for item in array.flat)
 
 
 def _overlaps_elsewhere(array, result) -> bool:

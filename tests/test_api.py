@@ -58,6 +58,27 @@ def test_integers_are_taken_as_float64():
     np.testing.assert_array_equal(got, [1.0, 16.0, 448.0])
 
 
+def test_python_ints_beyond_int64_are_taken_as_float64():
+    assert rp.round(2**70, "e4m3", overflow="saturate") == 448.0
+    np.testing.assert_array_equal(rp.round([1, 2**64], "bfloat16"), [1.0, 2.0**64])
+
+
+def test_wider_than_float64_input_is_a_type_error():
+    if np.dtype(np.longdouble).itemsize == 8:  # long double is float64 on this platform
+        assert rp.round(np.array([1 / 3], dtype=np.longdouble), "float64")[0] == 1 / 3
+        return
+    with pytest.raises(TypeError, match="wider than float64"):
+        rp.round(np.array([1 / 3], dtype=np.longdouble), "float64")
+    with pytest.raises(TypeError, match="wider than float64"):
+        rp.round(np.array([1 / 3], dtype=np.clongdouble), "float64")
+
+
+def test_decode_reads_field_zero_codes_of_formats_without_subnormals_as_zeros():
+    fmt = rp.FloatFormat(4, 3, subnormals=False)
+    np.testing.assert_array_equal(rp.decode([0, 1, 7, 8, 129], fmt), [0.0, 0.0, 0.0, fmt.min_normal, -0.0])
+    assert np.signbit(rp.decode([129], fmt))
+
+
 def test_float16_input_rounds_exactly():
     x = np.arange(2**16, dtype=np.uint16).view(np.float16)
     x = x[np.isfinite(x)]
