@@ -52,6 +52,31 @@ def _float_fields(fmt, result_dtype: np.dtype):
     return man_bits, bias, True, largest_significand * 2.0 ** bias
 
 
+def _fast_range(fmt, fields: dict, carrier: np.dtype, policy: str) -> dict:
+    """The kernel's fast path (``quantize.fast_round_bits``): carrier-normal
+    magnitudes from one spacing of the format below min_normal (min_normal itself
+    without subnormals) up to the format's largest value, where the bits dropped
+    are ``max(fast_drop_min, fast_drop_offset - carrier exponent field)``. Empty
+    (low > high) for formats with one-value binades (man_bits == 0), formats
+    reaching below the carrier's normals (deep) and wrap-around."""
+    carrier_man_bits = fields["carrier_man_bits"]
+    if fields["deep"] or policy == "wrap" or fields["man_bits"] == 0:
+        return dict(fast_low_bits=1, fast_high_bits=0, fast_drop_min=0, fast_drop_offset=0)
+    smallest_normal = 1 << carrier_man_bits
+    if isinstance(fmt, FixedFormat):
+        drop_min, drop_offset = 0, fields["below_drop_offset"]
+    else:
+        subnormals = fields["below_quantum_bits"] != fields["min_normal_bits"]
+        drop_min = carrier_man_bits - fields["man_bits"]
+        drop_offset = fields["below_drop_offset"] if subnormals else -1
+    return dict(
+        fast_low_bits=max(fields["below_quantum_bits"], smallest_normal),
+        fast_high_bits=min(fields["max_pos_bits"], fields["max_neg_bits"]),
+        fast_drop_min=drop_min,
+        fast_drop_offset=drop_offset,
+    )
+
+
 @functools.lru_cache(maxsize=512)
 def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
     """The kernel parameter tuple for rounding onto `fmt` into `result_dtype`.
@@ -112,6 +137,7 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             bias_parity=bias & 1,
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
+    fields.update(_fast_range(fmt, fields, carrier, policy))
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {

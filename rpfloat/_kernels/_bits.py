@@ -62,3 +62,24 @@ def _shift(kind):
 
 shift_left = _shift("left")
 shift_right = _shift("right")
+
+
+def _same_type_op(kind):
+    @intrinsic
+    def op(typingctx, left, right):
+        """`left` op `right` in their own integer width, wrapping (numba would
+        widen uint32 arithmetic to 64 bits, which keeps LLVM from using 32-bit lanes)."""
+        if not isinstance(left, types.Integer) or left != right:
+            return None
+
+        def codegen(context, builder, signature, args):
+            return getattr(builder, kind)(args[0], args[1])
+
+        return left(left, right), codegen
+
+    return op
+
+
+wrapping_add = _same_type_op("add")
+wrapping_mul = _same_type_op("mul")
+bit_xor = _same_type_op("xor")

@@ -79,7 +79,7 @@ from .quantize import (
     UP,
     round_bits,
 )
-from .random import splitmix64
+from .random import random_bits
 
 # Kinds of term for `accumulate`.
 SUM, PRODUCT, FUSED = range(3)
@@ -322,7 +322,7 @@ def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key
     random = U64_ZERO
     for i in indices:
         if stochastic:
-            random = splitmix64(key, i)
+            random = random_bits(key, i)
         out[i] = round_exact(values[i], residuals[i], params, midpoints, mode, random, rand_bits)
 
 
@@ -384,7 +384,7 @@ def _accumulate_sequential(a, b, out, product_params, acc_params, acc_midpoints,
                             total, residual = two_sum(acc[j], terms[j])
                             counter = base + 3 * k - 1
                         if stochastic:
-                            random = splitmix64(key, counter)
+                            random = random_bits(key, counter)
                         rounded = bits_to_float64(round_bits(float64_to_bits(total), params, mode, random,
                                                              rand_bits, False))
                         if phase == 0:
@@ -398,7 +398,7 @@ def _accumulate_sequential(a, b, out, product_params, acc_params, acc_midpoints,
                     for j in range(cols):
                         if residuals[j] != 0.0:
                             if stochastic:
-                                random = splitmix64(key, np.int64(3) * n * (first_output + j) + 3 * k - 1)
+                                random = random_bits(key, np.int64(3) * n * (first_output + j) + 3 * k - 1)
                             acc[j] = round_exact(totals[j], residuals[j], acc_params, acc_midpoints, mode, random,
                                                  rand_bits)
             for j in range(cols):
@@ -440,7 +440,7 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                         term, term_residual = two_product(x, b[g, k, j])
                     if kind == PRODUCT:
                         if stochastic:
-                            random = splitmix64(key, base + 3 * k)
+                            random = random_bits(key, base + 3 * k)
                         term = _round(term, term_residual, product_params, product_midpoints, mode, random,
                                       rand_bits, product_general)
                         term_residual = 0.0
@@ -456,7 +456,7 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                     level = 0
                     while True:  # one rounding site for entries, additions and pairwise merges
                         if stochastic:
-                            random = splitmix64(key, counter)
+                            random = random_bits(key, counter)
                         rounded = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits,
                                          acc_general)
                         if not pairwise:
@@ -481,7 +481,7 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                         if (n >> level) & 1 == 1:
                             total, residual = two_sum(stack[j, level], value)
                             if stochastic:
-                                random = splitmix64(key, base + 3 * t + 2)
+                                random = random_bits(key, base + 3 * t + 2)
                             value = round_exact(total, residual, acc_params, acc_midpoints, mode, random,
                                                 rand_bits)
                             t += 1

@@ -37,8 +37,9 @@ from ._bits import (
     float64_to_bits,
     shift_left,
     shift_right,
+    wrapping_add,
 )
-from .random import splitmix64
+from .random import counter_bits, segment_keys
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
 NEAREST, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC, STOCHASTIC_EQUAL = range(8)
@@ -69,6 +70,10 @@ PARAM_NAMES = (
     "half_quantum_bits",  # carrier bits of half the spacing below min_normal (0: none)
     "overflow_pos_bits",  # what a positive overflow becomes (not toward zero): max, inf or NaN
     "overflow_neg_bits",  # the same for negative overflow (magnitude bits)
+    "fast_low_bits",      # magnitudes in [fast_low_bits, fast_high_bits] take the
+    "fast_high_bits",     #   fast path (fast_round_bits); low > high: none do
+    "fast_drop_min",      # fast path: bits dropped = max(fast_drop_min,
+    "fast_drop_offset",   #   fast_drop_offset - carrier exponent field)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -76,6 +81,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BELOW_DROP_OFFSET, P_BELOW_TIE_UP, P_BELOW_QUANTUM_BITS, P_MAX_POS_BITS, P_MAX_NEG_BITS,
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
+    P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -84,6 +90,8 @@ ZERO = np.int64(0)
 U64_BITS = np.uint64(64)
 U_ONE = np.uint64(1)
 U_63 = np.uint64(63)
+U_32 = np.uint64(32)
+U_LOW_32 = np.uint64(0xFFFFFFFF)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -135,6 +143,96 @@ def shift_mask(template):
 def _shift_mask(template):
     mask = 31 if template == types.int32 else 63
     return lambda template: mask
+
+
+def stochastic_up(template, rest, drop, random, rand_bits):
+    """Whether stochastic rounding steps up: ``floor(R / 2**(64-r)) < floor(rest * 2**(r-drop))``
+    for the uint64 random number R and r = `rand_bits`, that is ``R < T`` with
+    ``T = rest * 2**(64-drop)`` cut to its top r bits (``0 <= rest < 2**max(drop, 0)``).
+    For int32 data (``rest < 2**25``) this runs in 32-bit halves, so that float32
+    data keep eight SIMD lanes; the low half of R decides only where the high
+    halves tie."""
+    raise NotImplementedError("stochastic_up runs inside numba kernels only")
+
+
+@overload(stochastic_up, jit_options=NUMBA_OPTIONS)
+def _stochastic_up(template, rest, drop, random, rand_bits):
+    if template == types.int32:
+        return _stochastic_up_halves
+    return _stochastic_up_64
+
+
+def stochastic_bias(template, random, width, rand_bits):
+    """The top `width` bits of the uint64 `random` (0 <= width <= 25 for int32
+    data, <= 54 for int64) with those beyond its top `rand_bits` cleared, as an
+    integer of `template`'s type: the stochastic rounding bias. For int32 data
+    only the high half of `random` is read."""
+    raise NotImplementedError("stochastic_bias runs inside numba kernels only")
+
+
+@overload(stochastic_bias, jit_options=NUMBA_OPTIONS)
+def _stochastic_bias(template, random, width, rand_bits):
+    if template == types.int32:
+        def bias_32(template, random, width, rand_bits):
+            high = np.uint32(random >> U_32)
+            high = np.uint32(high & np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF))
+            return np.int32(shift_right(high, np.uint32(min(np.int32(32) - width, np.int32(31)))))
+        return bias_32
+
+    def bias_64(template, random, width, rand_bits):
+        kept = random & ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
+        return np.int64(kept >> np.uint64(min(64 - np.int64(width), 63)))
+    return bias_64
+
+
+def _clamped_shift(value, count):
+    """`value` (uint32) times 2**count, floored, for any int32 `count`."""
+    raise NotImplementedError
+
+
+@overload(_clamped_shift, jit_options=NUMBA_OPTIONS)
+def _clamped_shift_impl(value, count):
+    def impl(value, count):
+        left = shift_left(value, np.uint32(min(max(count, np.int32(0)), np.int32(31))))
+        right = shift_right(value, np.uint32(min(max(-count, np.int32(0)), np.int32(31))))
+        return left if count >= 0 else right
+    return impl
+
+
+def _stochastic_up_halves(template, rest, drop, random, rand_bits):
+    high = np.uint32(random >> U_32)
+    low = np.uint32(random & U_LOW_32)
+    value = np.uint32(rest)
+    threshold_high = _clamped_shift(value, np.int32(np.int32(32) - drop))
+    low_shift = np.int32(np.int32(64) - drop)
+    threshold_low = _clamped_shift(value, low_shift) if low_shift < 32 else np.uint32(0)
+    # keep the top r bits of T (r in 1..64): masks that depend on r only
+    mask_high = np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF)
+    mask_low = np.uint32(~((ONE << min(64 - rand_bits, 32)) - ONE) & 0xFFFFFFFF)
+    threshold_high = np.uint32(threshold_high & mask_high)
+    threshold_low = np.uint32(threshold_low & mask_low)
+    return (high < threshold_high) | ((high == threshold_high) & (low < threshold_low))
+
+
+def _stochastic_up_64(template, rest, drop, random, rand_bits):
+    # 64-bit arithmetic (rest < 2**54): the fraction scaled to r bits
+    shift = rand_bits - np.int64(drop)
+    up_shift = np.uint64(min(max(shift, 0), 63))
+    down_shift = np.uint64(min(max(-shift, 0), 63))
+    threshold = (np.uint64(rest) << up_shift) >> down_shift
+    drawn = random >> (U64_BITS - np.uint64(rand_bits))
+    return drawn < threshold
+
+
+def sign_bit_of(template):
+    """The sign bit of `template`'s type (int32 or int64), as that type."""
+    raise NotImplementedError("sign_bit_of runs inside numba kernels only")
+
+
+@overload(sign_bit_of, jit_options=NUMBA_OPTIONS)
+def _sign_bit_of(template):
+    bit = np.int32(-(2**31)) if template == types.int32 else np.int64(-(2**63))
+    return lambda template: bit
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -215,14 +313,11 @@ def round_bits(bits, params, mode, random, rand_bits, general):
         bias = shift_left(same_width(bits, same_width(bits, rest != zero) & ~odd_code), clipped)
         step = magnitude != zero
     elif mode == STOCHASTIC:
-        # P(up) = floor(frac * 2**r) / 2**r: compare r random bits with the
-        # fraction scaled to r bits (64-bit arithmetic: rest < 2**54)
-        shift = rand_bits - np.int64(raw_drop)
-        up_shift = np.uint64(min(max(shift, 0), 63))
-        down_shift = np.uint64(min(max(-shift, 0), 63))
-        threshold = (np.uint64(rest) << up_shift) >> down_shift
-        drawn = random >> (U64_BITS - np.uint64(rand_bits))
-        step = drawn < threshold
+        # P(up) = floor(frac * 2**r) / 2**r, frac = rest / 2**raw_drop: up where
+        # the complement of the random number is below the fraction, the event
+        # in which adding the random number's top bits below K carries into K
+        # (how `fast_round_bits` decides)
+        step = stochastic_up(bits, rest, raw_drop, ~random, rand_bits)
         bias = low_mask if step else zero
     else:  # STOCHASTIC_EQUAL
         step = magnitude != zero if (random >> U_63) == U_ONE else False
@@ -260,6 +355,58 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     return bits if magnitude > inf_bits else result
 
 
+@njit(inline="always", **NUMBA_OPTIONS)
+def irregular(bits, params):
+    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0."""
+    magnitude = same_width(bits, bits & ~sign_bit_of(bits))
+    return same_width(bits, (magnitude < same_width(bits, params[P_FAST_LOW_BITS]))
+                      | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def fast_round_bits(bits, params, mode, random, rand_bits):
+    """`round_bits` for magnitudes in ``[fast_low_bits, fast_high_bits]``: finite,
+    carrier normal, at least one spacing of the format (so its grid is a grid of
+    the magnitude bits: "add a bias, clear the low bits"), at most the format's
+    largest value (no overflow, no zero results). Formats whose fast range is
+    empty (man_bits == 0, deep, wrap-around) never come here. The stochastic
+    modes add the random number's top bits (for int32 data, of its high half):
+    the same event as `round_bits`' comparison."""
+    one = same_width(bits, 1)
+    zero = same_width(bits, 0)
+    carrier_man_bits = same_width(bits, params[P_CARRIER_MAN_BITS] & shift_mask(bits))
+    hidden = shift_left(one, carrier_man_bits)
+    sign_bit = sign_bit_of(bits)
+    magnitude = same_width(bits, bits & ~sign_bit)
+    biased = shift_right(magnitude, carrier_man_bits)
+    drop = same_width(bits, max(same_width(bits, params[P_FAST_DROP_MIN]),
+                                same_width(bits, same_width(bits, params[P_FAST_DROP_OFFSET]) - biased)))
+    drop = same_width(bits, drop & shift_mask(bits))
+    low_mask = same_width(bits, shift_left(one, drop) - one)
+    if mode == NEAREST:
+        sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
+        odd_code = same_width(bits, shift_right(sig, drop) & one)
+        bias = same_width(bits, (shift_right(low_mask, one) + odd_code) & low_mask)
+    elif mode == NEAREST_AWAY:
+        bias = same_width(bits, shift_right(same_width(bits, low_mask + one), one))
+    elif mode == TOWARD_ZERO:
+        bias = zero
+    elif mode == UP:
+        bias = zero if bits < zero else low_mask
+    elif mode == DOWN:
+        bias = low_mask if bits < zero else zero
+    elif mode == ODD:
+        sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
+        odd_code = same_width(bits, shift_right(sig, drop) & one)
+        inexact = same_width(bits, (magnitude & low_mask) != zero)
+        bias = shift_left(same_width(bits, inexact & ~odd_code), drop)
+    elif mode == STOCHASTIC:
+        bias = same_width(bits, stochastic_bias(bits, random, drop, rand_bits) & low_mask)
+    else:  # STOCHASTIC_EQUAL
+        bias = low_mask if (random >> U_63) == U_ONE else zero
+    return same_width(bits, (same_width(bits, magnitude + bias) & ~low_mask) | (bits & sign_bit))
+
+
 def _loop_signature(bits_type):
     source = types.Array(bits_type, 1, "C", readonly=True)  # writeable arrays convert to it
     target = types.Array(bits_type, 1, "C")
@@ -269,11 +416,42 @@ def _loop_signature(bits_type):
 SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
 
 
+SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
+# Elements checked at a time for the fast path: short enough that most blocks of
+# e4m3 data (normal distribution) hold no subnormal (measured with benchmarks/).
+BLOCK = 128
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
-    for i in range(source.size):
-        random = splitmix64(key, offset + i)  # dead code, removed, where the mode is deterministic
-        target[i] = round_bits(source[i], params, mode, random, rand_bits, general)
+    fast_ok = 0 if general else params[P_FAST_LOW_BITS] <= params[P_FAST_HIGH_BITS]
+    start = 0
+    while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
+        index = offset + start
+        stop = min(source.size, start + SEGMENT - (index & (SEGMENT - 1)))
+        keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+        first_counter = np.uint32(index & (SEGMENT - 1))
+        for block in range(start, stop, BLOCK):
+            source_part = source[block:min(stop, block + BLOCK)]
+            target_part = target[block:min(stop, block + BLOCK)]
+            block_counter = wrapping_add(first_counter, np.uint32(block - start))
+            # blocks whose every element lies in the fast range take the short loop
+            slow = fast_ok == 0
+            if not slow:
+                count = same_width(source_part[0], 0)
+                for i in range(source_part.size):
+                    count += irregular(source_part[i], params)
+                slow = count != 0
+            if slow:
+                for i in range(source_part.size):
+                    # the random number is dead code, removed, where the mode is deterministic
+                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
+                    target_part[i] = round_bits(source_part[i], params, mode, random, rand_bits, general)
+            else:
+                for i in range(source_part.size):
+                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
+                    target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
+        start = stop
 
 
 @njit(**NUMBA_OPTIONS)

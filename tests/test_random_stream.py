@@ -1,0 +1,157 @@
+"""Stochastic rounding element by element: the documented stream and decision rule.
+
+SPEC §2: with an int seed, the element at C-order flat index ``i`` draws the
+``i``-th number of the seed's stream. ``rpfloat/_kernels/random.py`` documents
+that stream; it is re-implemented here in plain Python integers, and with it the
+result of every element is predicted exactly:
+
+    R = number i of the stream (64 bits), r = rand_bits (64 when None)
+    t = floor(P(hi) * 2**r), P(hi) from tests/reference.py (exact Fractions)
+    stochastic:        hi  iff  floor((2**64 - 1 - R) / 2**(64 - r)) < t
+    stochastic_equal:  hi  iff  R >= 2**63
+
+so P(hi) is t / 2**r, as the SPEC asks. The kernel computes this in several ways
+(a fast path adding random bits for ordinary magnitudes in blocks of elements, a
+general path comparing with the fraction, 32-bit halves for float32 data, 64-bit
+for float64); every one of them must give these bits, whatever its neighbours.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from reference import stochastic_probability
+from rpfloat.rounding import round_chunk
+
+MASK_64 = 2**64 - 1
+MASK_32 = 2**32 - 1
+
+
+def splitmix64(key: int, index: int) -> int:
+    z = (key + (index + 1) * 0x9E3779B97F4A7C15) & MASK_64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK_64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK_64
+    return z ^ (z >> 31)
+
+
+def mix32(value: int, multiplier_1: int, multiplier_2: int, last_shift: int) -> int:
+    value ^= value >> 16
+    value = (value * multiplier_1) & MASK_32
+    value ^= value >> 15
+    value = (value * multiplier_2) & MASK_32
+    return value ^ (value >> last_shift)
+
+
+def stream(key: int, index: int) -> int:
+    """Number `index` of the stream `key`, as rpfloat/_kernels/random.py documents it."""
+    segment_key = splitmix64(key, index >> 32)
+    weyl = ((index & MASK_32) * 0x9E3779B9) & MASK_32
+    high = mix32((weyl + (segment_key >> 32)) & MASK_32, 0x7FEB352D, 0x846CA68B, 16)
+    low = mix32((weyl + (segment_key & MASK_32)) & MASK_32, 0x21F0AAAD, 0x735A2D97, 15)
+    return (high << 32) | low
+
+
+def seed_key(seed: int) -> int:
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+
+
+def predicted(x: np.ndarray, fmt, mode: str, seed: int, rand_bits, offset: int, result_dtype) -> np.ndarray:
+    key = seed_key(seed)
+    r = 64 if rand_bits is None else rand_bits
+    out = np.empty(x.size, result_dtype)
+    for i, value in enumerate(x.ravel()):
+        lo, hi, p = stochastic_probability(value, fmt, rand_bits, mode=mode, dtype=result_dtype)
+        random = stream(key, offset + i)
+        if mode == "stochastic":
+            threshold = math.floor(p * 2**r)
+            up = ((MASK_64 - random) >> (64 - r)) < threshold
+        else:
+            up = p != 0 and random >> 63 == 1
+        out[i] = hi if up else lo
+    return out
+
+
+def mixed_sample(size: int, dtype, seed: int) -> np.ndarray:
+    """Blocks of ordinary values (the kernel's fast path) followed by every kind of
+    value mixed: below one spacing, subnormal, huge, exact, zeros, inf, NaN."""
+    rng = np.random.default_rng(seed)
+    ordinary = rng.uniform(0.5, 3.0, size // 2) * rng.choice([-1.0, 1.0], size // 2)
+    wild = rng.standard_normal(size - size // 2) * 2.0 ** rng.integers(-40, 40, size - size // 2)
+    wild[::17] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0**-20, 1e30, 2.0**-140], wild[::17].size)
+    return np.concatenate([ordinary, wild]).astype(dtype)
+
+
+def bits(a: np.ndarray) -> np.ndarray:
+    return a.view({2: np.uint16, 4: np.uint32, 8: np.uint64}[a.dtype.itemsize])
+
+
+def assert_same(got: np.ndarray, expected: np.ndarray, context: str):
+    got, expected = got.ravel(), expected.ravel()
+    nan = np.isnan(expected)
+    assert np.array_equal(np.isnan(got), nan), context
+    wrong = np.flatnonzero(bits(got[~nan]) != bits(expected[~nan]))
+    assert wrong.size == 0, f"{context}: {wrong.size} elements differ, first at {wrong[0]}"
+
+
+FORMATS = [
+    "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float6_e3m2fn", "float4_e2m1fn",
+    rp.FloatFormat(5, 0),  # no significand bits: general path only
+    rp.FloatFormat(6, 9), rp.FloatFormat(6, 9, subnormals=False),
+    rp.FloatFormat(None, 7),
+    rp.FloatFormat(11, 10),  # below float32's normals: the general path's rare branch
+    rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(4, 4, overflow="wrap"),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", FORMATS, ids=repr)
+def test_every_element_draws_its_own_number(fmt, dtype):
+    fmt = rp.format(fmt)
+    x = mixed_sample(384, dtype, seed=len(repr(fmt)))
+    result_dtype = np.result_type(x.dtype, fmt.carrier)
+    for rand_bits in (None, 5, 23, 40):
+        got = rp.round(x, fmt, "stochastic", rng=11, rand_bits=rand_bits)
+        expected = predicted(x, fmt, "stochastic", 11, rand_bits, 0, result_dtype)
+        assert_same(got, expected, f"{fmt!r} {np.dtype(dtype)} rand_bits={rand_bits}")
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", rp.FixedFormat(8, 8)], ids=repr)
+def test_stochastic_equal_reads_the_top_bit(fmt):
+    x = mixed_sample(300, np.float32, seed=3)
+    got = rp.round(x, fmt, "stochastic_equal", rng=5)
+    dtype = np.result_type(x.dtype, rp.format(fmt).carrier)
+    assert_same(got, predicted(x, rp.format(fmt), "stochastic_equal", 5, None, 0, dtype), repr(fmt))
+
+
+@pytest.mark.parametrize("offset", [2**32 - 150, 2**33 - 1, 2**40 + 7])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_segments_of_two_to_the_32_numbers(offset, dtype):
+    """Indices past 2**32 change the segment key; a chunk may straddle the boundary."""
+    x = mixed_sample(300, dtype, seed=8)
+    got = round_chunk(x, "float8_e5m2", "stochastic", rng=2, offset=offset)
+    expected = predicted(x, rp.format("float8_e5m2"), "stochastic", 2, None, offset, np.result_type(x.dtype, np.float16))
+    assert_same(got, expected, f"offset {offset}")
+
+
+def test_the_fast_path_does_not_depend_on_neighbours():
+    """One unusual value in a block sends the block down the general path; the
+    other elements' results must not change."""
+    x = mixed_sample(4096, np.float32, seed=1)[:2048]  # ordinary values only
+    plain = rp.round(x, "bfloat16", "stochastic", rng=4)
+    spoiled = x.copy()
+    spoiled[::200] = np.nan
+    got = rp.round(spoiled, "bfloat16", "stochastic", rng=4)
+    keep = ~np.isnan(spoiled)
+    np.testing.assert_array_equal(bits(got[keep]), bits(plain[keep]))
+
+
+def test_the_reference_stream_is_not_degenerate():
+    """Sanity of this file's own oracle: distinct, balanced 64-bit numbers."""
+    numbers = [stream(seed_key(0), i) for i in range(2000)]
+    assert len(set(numbers)) == len(numbers)
+    ones = sum(bin(n).count("1") for n in numbers)
+    assert abs(ones / (64 * len(numbers)) - 0.5) < 0.01
