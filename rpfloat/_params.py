@@ -53,25 +53,40 @@ def _float_fields(fmt, result_dtype: np.dtype):
 
 
 def _fast_range(fmt, fields: dict, carrier: np.dtype, policy: str) -> dict:
-    """The kernel's fast path (``quantize.fast_round_bits``): carrier-normal
-    magnitudes from one spacing of the format below min_normal (min_normal itself
-    without subnormals) up to the format's largest value, where the bits dropped
-    are ``max(fast_drop_min, fast_drop_offset - carrier exponent field)``. Empty
+    """The kernel's fast path (``quantize.fast_round_bits``) for magnitudes from
+    fast_low_bits (fast_low_random_bits for stochastic rounding) to the format's
+    largest value. From fast_aligned_bits (one spacing below min_normal, or
+    min_normal without subnormals) up, the bits dropped are
+    ``max(fast_drop_min, fast_drop_offset - carrier exponent field)``; below it
+    the result is 0 or one spacing. Where one spacing lies below the carrier's
+    normals (bfloat16 in float32) the range starts at the smallest normal. Empty
     (low > high) for formats with one-value binades (man_bits == 0), formats
     reaching below the carrier's normals (deep) and wrap-around."""
     carrier_man_bits = fields["carrier_man_bits"]
     if fields["deep"] or policy == "wrap" or fields["man_bits"] == 0:
-        return dict(fast_low_bits=1, fast_high_bits=0, fast_drop_min=0, fast_drop_offset=0)
+        return dict(fast_low_bits=1, fast_high_bits=0, fast_low_random_bits=1, fast_aligned_bits=0,
+                    fast_drop_min=0, fast_drop_offset=0)
     smallest_normal = 1 << carrier_man_bits
+    quantum = fields["below_quantum_bits"]  # one spacing below min_normal (min_normal without subnormals)
     if isinstance(fmt, FixedFormat):
         drop_min, drop_offset = 0, fields["below_drop_offset"]
     else:
-        subnormals = fields["below_quantum_bits"] != fields["min_normal_bits"]
+        subnormals = quantum != fields["min_normal_bits"]
         drop_min = carrier_man_bits - fields["man_bits"]
         drop_offset = fields["below_drop_offset"] if subnormals else -1
+    if quantum >= smallest_normal:
+        low = 0
+        # the fraction x / spacing has carrier_man_bits + 1 bits: they fit one
+        # word (32 or 64 bits) from 2**(carrier_man_bits + 1 - word) spacings up
+        word = 32 if carrier_man_bits == 23 else 64
+        low_random = max(quantum - ((word - carrier_man_bits - 1) << carrier_man_bits), smallest_normal)
+    else:
+        low = low_random = smallest_normal
     return dict(
-        fast_low_bits=max(fields["below_quantum_bits"], smallest_normal),
+        fast_low_bits=low,
         fast_high_bits=min(fields["max_pos_bits"], fields["max_neg_bits"]),
+        fast_low_random_bits=low_random,
+        fast_aligned_bits=max(quantum, smallest_normal),
         fast_drop_min=drop_min,
         fast_drop_offset=drop_offset,
     )

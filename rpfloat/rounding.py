@@ -171,13 +171,13 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
     """Round ``source[start:stop]`` into ``target[start:stop]``.
 
     Where either is not the carrier dtype (another dtype or byte order, a float16
-    result), the values pass through small carrier buffers that stay in cache, so
-    the kernel never runs in place (LLVM vectorises only non-overlapping arrays)
-    and memory holds no third array.
+    result) or the rounding is in place (``out=x``), the values pass through small
+    carrier buffers that stay in cache, so the kernel never runs in place (it may
+    read a block again after writing its results) and memory holds no third array.
     """
     bits = _BITS_VIEW[carrier]
     kernel = round_array_for(bits)
-    source_is_carrier = source.dtype == carrier
+    source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
     target_is_carrier = target.dtype == carrier
     if source_is_carrier and target_is_carrier:
         kernel(_read_only(source[start:stop].view(bits)), target[start:stop].view(bits),

@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from reference import stochastic_probability
+from reference import round_reference, stochastic_probability
+from rpfloat._kernels.quantize import BLOCK
 from rpfloat.rounding import round_chunk
 
 MASK_64 = 2**64 - 1
@@ -75,14 +76,25 @@ def predicted(x: np.ndarray, fmt, mode: str, seed: int, rand_bits, offset: int, 
     return out
 
 
-def mixed_sample(size: int, dtype, seed: int) -> np.ndarray:
-    """Blocks of ordinary values (the kernel's fast path) followed by every kind of
-    value mixed: below one spacing, subnormal, huge, exact, zeros, inf, NaN."""
+def mixed_sample(dtype, seed: int) -> np.ndarray:
+    """A block of plain values (the kernel's fast path in every mode), a block of
+    values down to zero (the fast path of the deterministic modes: format
+    subnormals, below one spacing, signed zeros), then two blocks of every kind
+    of value mixed (the general path): huge, inf, NaN, carrier subnormals."""
     rng = np.random.default_rng(seed)
-    ordinary = rng.uniform(0.5, 3.0, size // 2) * rng.choice([-1.0, 1.0], size // 2)
-    wild = rng.standard_normal(size - size // 2) * 2.0 ** rng.integers(-40, 40, size - size // 2)
-    wild[::17] = rng.choice([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, 2.0**-20, 1e30, 2.0**-140], wild[::17].size)
-    return np.concatenate([ordinary, wild]).astype(dtype)
+    signs = rng.choice([-1.0, 1.0], 4 * BLOCK)
+
+    def plain_values():  # in [0.5, 3]; half of them of 2 to 14 significant bits: ties
+        length = rng.integers(1, 14, BLOCK)
+        short = rng.integers(2.0 ** (length - 1), 3 * 2.0 ** (length - 1), endpoint=True) / 2.0**length * 2
+        return np.where(rng.random(BLOCK) < 0.5, short, rng.uniform(0.5, 3.0, BLOCK))
+
+    plain = plain_values()
+    small = plain_values() * 2.0 ** -rng.integers(0, 40, BLOCK)
+    small[::9] = 0.0
+    wild = rng.standard_normal(2 * BLOCK) * 2.0 ** rng.integers(-40, 40, 2 * BLOCK)
+    wild[::17] = rng.choice([0.0, np.inf, np.nan, 1.0, 2.0**-20, 1e30, 2.0**-140], wild[::17].size)
+    return (np.concatenate([plain, small, wild]) * signs).astype(dtype)
 
 
 def bits(a: np.ndarray) -> np.ndarray:
@@ -111,9 +123,9 @@ FORMATS = [
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
 def test_every_element_draws_its_own_number(fmt, dtype):
     fmt = rp.format(fmt)
-    x = mixed_sample(384, dtype, seed=len(repr(fmt)))
+    x = mixed_sample(dtype, seed=len(repr(fmt)))
     result_dtype = np.result_type(x.dtype, fmt.carrier)
-    for rand_bits in (None, 5, 23, 40):
+    for rand_bits in (None, 5, 40):
         got = rp.round(x, fmt, "stochastic", rng=11, rand_bits=rand_bits)
         expected = predicted(x, fmt, "stochastic", 11, rand_bits, 0, result_dtype)
         assert_same(got, expected, f"{fmt!r} {np.dtype(dtype)} rand_bits={rand_bits}")
@@ -121,7 +133,7 @@ def test_every_element_draws_its_own_number(fmt, dtype):
 
 @pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", rp.FixedFormat(8, 8)], ids=repr)
 def test_stochastic_equal_reads_the_top_bit(fmt):
-    x = mixed_sample(300, np.float32, seed=3)
+    x = mixed_sample(np.float32, seed=3)
     got = rp.round(x, fmt, "stochastic_equal", rng=5)
     dtype = np.result_type(x.dtype, rp.format(fmt).carrier)
     assert_same(got, predicted(x, rp.format(fmt), "stochastic_equal", 5, None, 0, dtype), repr(fmt))
@@ -131,7 +143,7 @@ def test_stochastic_equal_reads_the_top_bit(fmt):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_segments_of_two_to_the_32_numbers(offset, dtype):
     """Indices past 2**32 change the segment key; a chunk may straddle the boundary."""
-    x = mixed_sample(300, dtype, seed=8)
+    x = mixed_sample(dtype, seed=8)[: BLOCK + 40]
     got = round_chunk(x, "float8_e5m2", "stochastic", rng=2, offset=offset)
     expected = predicted(x, rp.format("float8_e5m2"), "stochastic", 2, None, offset, np.result_type(x.dtype, np.float16))
     assert_same(got, expected, f"offset {offset}")
@@ -140,10 +152,10 @@ def test_segments_of_two_to_the_32_numbers(offset, dtype):
 def test_the_fast_path_does_not_depend_on_neighbours():
     """One unusual value in a block sends the block down the general path; the
     other elements' results must not change."""
-    x = mixed_sample(4096, np.float32, seed=1)[:2048]  # ordinary values only
+    x = np.random.default_rng(1).uniform(-3, 3, 8 * BLOCK).astype(np.float32)
     plain = rp.round(x, "bfloat16", "stochastic", rng=4)
     spoiled = x.copy()
-    spoiled[::200] = np.nan
+    spoiled[::3 * BLOCK // 2] = np.nan
     got = rp.round(spoiled, "bfloat16", "stochastic", rng=4)
     keep = ~np.isnan(spoiled)
     np.testing.assert_array_equal(bits(got[keep]), bits(plain[keep]))
@@ -155,3 +167,15 @@ def test_the_reference_stream_is_not_degenerate():
     assert len(set(numbers)) == len(numbers)
     ones = sum(bin(n).count("1") for n in numbers)
     assert abs(ones / (64 * len(numbers)) - 0.5) < 0.01
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest_away", "toward_zero", "up", "down", "odd"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", FORMATS, ids=repr)
+def test_deterministic_modes_on_both_paths(fmt, dtype, mode):
+    """The same blocks in the deterministic modes, against the exact oracle."""
+    fmt = rp.format(fmt)
+    x = mixed_sample(dtype, seed=len(mode))
+    result_dtype = np.result_type(x.dtype, fmt.carrier)
+    expected = np.array([round_reference(value, fmt, mode, dtype=result_dtype) for value in x], result_dtype)
+    assert_same(rp.round(x, fmt, mode), expected, f"{fmt!r} {np.dtype(dtype)} {mode}")

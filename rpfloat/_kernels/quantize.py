@@ -37,7 +37,9 @@ from ._bits import (
     float64_to_bits,
     shift_left,
     shift_right,
+    unsigned_less,
     wrapping_add,
+    bit_xor,
 )
 from .random import counter_bits, segment_keys
 
@@ -72,6 +74,8 @@ PARAM_NAMES = (
     "overflow_neg_bits",  # the same for negative overflow (magnitude bits)
     "fast_low_bits",      # magnitudes in [fast_low_bits, fast_high_bits] take the
     "fast_high_bits",     #   fast path (fast_round_bits); low > high: none do
+    "fast_low_random_bits",  # the same low end for mode stochastic
+    "fast_aligned_bits",  # fast path: from here up, "add a bias, clear the low bits"
     "fast_drop_min",      # fast path: bits dropped = max(fast_drop_min,
     "fast_drop_offset",   #   fast_drop_offset - carrier exponent field)
 )
@@ -81,7 +85,8 @@ N_PARAMS = len(PARAM_NAMES)
     P_BELOW_DROP_OFFSET, P_BELOW_TIE_UP, P_BELOW_QUANTUM_BITS, P_MAX_POS_BITS, P_MAX_NEG_BITS,
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
-    P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
+    P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -91,6 +96,8 @@ U64_BITS = np.uint64(64)
 U_ONE = np.uint64(1)
 U_63 = np.uint64(63)
 U_32 = np.uint64(32)
+U_63_ONES = np.uint64(0x7FFFFFFFFFFFFFFF)
+U_SIGN_64 = np.uint64(0x8000000000000000)
 U_LOW_32 = np.uint64(0xFFFFFFFF)
 
 
@@ -183,6 +190,35 @@ def _stochastic_bias(template, random, width, rand_bits):
         kept = random & ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
         return np.int64(kept >> np.uint64(min(64 - np.int64(width), 63)))
     return bias_64
+
+
+def stochastic_up_word(template, sig, drop, random, rand_bits):
+    """`stochastic_up` for ``sig < 2**(W-drop)`` (W = 32 for int32 data, 64 for int64):
+    the threshold fits one word. For int32 data only the high half of `random`
+    is read."""
+    raise NotImplementedError("stochastic_up_word runs inside numba kernels only")
+
+
+@overload(stochastic_up_word, jit_options=NUMBA_OPTIONS)
+def _stochastic_up_word(template, sig, drop, random, rand_bits):
+    if template == types.int32:
+        def up_32(template, sig, drop, random, rand_bits):
+            # unsigned a < b as signed (a ^ 2**31) < (b ^ 2**31): for the complement a,
+            # a ^ 2**31 is the high half xor 0x7FFFFFFF
+            flipped = np.int32(bit_xor(np.uint32(random >> U_32), np.uint32(0x7FFFFFFF)))
+            mask = np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF)
+            shift = np.uint32(min(max(np.int32(np.int32(32) - drop), np.int32(0)), np.int32(31)))
+            threshold = np.uint32(shift_left(np.uint32(sig), shift) & mask)
+            return flipped < np.int32(bit_xor(threshold, np.uint32(0x80000000)))
+        return up_32
+
+    def up_64(template, sig, drop, random, rand_bits):
+        mask = ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
+        shift = np.uint64(min(max(64 - drop, 0), 63))
+        threshold = (np.uint64(sig) << shift) & mask
+        # unsigned a < b as signed (a ^ 2**63) < (b ^ 2**63), a the complement
+        return np.int64(random ^ U_63_ONES) < np.int64(threshold ^ U_SIGN_64)
+    return up_64
 
 
 def _clamped_shift(value, count):
@@ -356,55 +392,76 @@ def round_bits(bits, params, mode, random, rand_bits, general):
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def irregular(bits, params):
+def irregular(bits, params, mode):
     """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0."""
     magnitude = same_width(bits, bits & ~sign_bit_of(bits))
-    return same_width(bits, (magnitude < same_width(bits, params[P_FAST_LOW_BITS]))
+    low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
+    return same_width(bits, (magnitude < same_width(bits, low))
                       | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def fast_round_bits(bits, params, mode, random, rand_bits):
-    """`round_bits` for magnitudes in ``[fast_low_bits, fast_high_bits]``: finite,
-    carrier normal, at least one spacing of the format (so its grid is a grid of
-    the magnitude bits: "add a bias, clear the low bits"), at most the format's
-    largest value (no overflow, no zero results). Formats whose fast range is
-    empty (man_bits == 0, deep, wrap-around) never come here. The stochastic
-    modes add the random number's top bits (for int32 data, of its high half):
-    the same event as `round_bits`' comparison."""
+    """`round_bits` for magnitudes in ``[fast_low_bits, fast_high_bits]``: no NaN,
+    inf or overflow (at most the format's largest value), and none below the
+    carrier's normals unless the format's spacing there is at least one carrier
+    normal (``fast_aligned_bits``). From one spacing up the format's grid is a
+    grid of the magnitude bits ("add a bias, clear the low bits", with
+    ``max(fast_drop_min, fast_drop_offset - exponent field)`` bits dropped); below
+    it the result is 0 or one spacing. Stochastic rounding below one spacing
+    compares with the fraction's top word only, so there the range starts where
+    the fraction's bits fit one word (``fast_low_random_bits``). Formats whose
+    range is empty (man_bits == 0, deep, wrap-around) never come here. For int32
+    data only the high half of `random` is read; the decisions are `round_bits`'."""
     one = same_width(bits, 1)
     zero = same_width(bits, 0)
     carrier_man_bits = same_width(bits, params[P_CARRIER_MAN_BITS] & shift_mask(bits))
     hidden = shift_left(one, carrier_man_bits)
     sign_bit = sign_bit_of(bits)
+    negative = bits < zero
     magnitude = same_width(bits, bits & ~sign_bit)
     biased = shift_right(magnitude, carrier_man_bits)
+    below = magnitude < same_width(bits, params[P_FAST_ALIGNED_BITS])
     drop = same_width(bits, max(same_width(bits, params[P_FAST_DROP_MIN]),
                                 same_width(bits, same_width(bits, params[P_FAST_DROP_OFFSET]) - biased)))
-    drop = same_width(bits, drop & shift_mask(bits))
+    drop = same_width(bits, drop & shift_mask(bits))  # garbage (unused) below one spacing
     low_mask = same_width(bits, shift_left(one, drop) - one)
+    sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
     if mode == NEAREST:
-        sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
         odd_code = same_width(bits, shift_right(sig, drop) & one)
         bias = same_width(bits, (shift_right(low_mask, one) + odd_code) & low_mask)
+        step = magnitude > same_width(bits, params[P_HALF_QUANTUM_BITS] - params[P_BELOW_TIE_UP])
     elif mode == NEAREST_AWAY:
         bias = same_width(bits, shift_right(same_width(bits, low_mask + one), one))
+        step = magnitude >= same_width(bits, params[P_HALF_QUANTUM_BITS])
     elif mode == TOWARD_ZERO:
         bias = zero
+        step = False
     elif mode == UP:
-        bias = zero if bits < zero else low_mask
+        bias = zero if negative else low_mask
+        step = False if negative else magnitude != zero
     elif mode == DOWN:
-        bias = low_mask if bits < zero else zero
+        bias = low_mask if negative else zero
+        step = magnitude != zero if negative else False
     elif mode == ODD:
-        sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
         odd_code = same_width(bits, shift_right(sig, drop) & one)
         inexact = same_width(bits, (magnitude & low_mask) != zero)
         bias = shift_left(same_width(bits, inexact & ~odd_code), drop)
+        step = magnitude != zero
     elif mode == STOCHASTIC:
         bias = same_width(bits, stochastic_bias(bits, random, drop, rand_bits) & low_mask)
+        below_drop = same_width(bits, same_width(bits, params[P_BELOW_DROP_OFFSET]) - biased)
+        step = stochastic_up_word(bits, sig, below_drop, random, rand_bits)
     else:  # STOCHASTIC_EQUAL
-        bias = low_mask if (random >> U_63) == U_ONE else zero
-    return same_width(bits, (same_width(bits, magnitude + bias) & ~low_mask) | (bits & sign_bit))
+        up = (random >> U_63) == U_ONE
+        bias = low_mask if up else zero
+        step = magnitude != zero if up else False
+    if below:
+        result = same_width(bits, params[P_BELOW_QUANTUM_BITS]) if step else zero
+    else:
+        result = same_width(bits, same_width(bits, magnitude + bias) & ~low_mask)
+    unsigned_zero = same_width(bits, -same_width(bits, result == zero)) & same_width(bits, -params[P_NO_NEGATIVE_ZERO])
+    return same_width(bits, result | (bits & sign_bit & ~unsigned_zero))
 
 
 def _loop_signature(bits_type):
@@ -419,7 +476,7 @@ SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
 SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
 # Elements checked at a time for the fast path: short enough that most blocks of
 # e4m3 data (normal distribution) hold no subnormal (measured with benchmarks/).
-BLOCK = 128
+BLOCK = 256
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -435,28 +492,28 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
             source_part = source[block:min(stop, block + BLOCK)]
             target_part = target[block:min(stop, block + BLOCK)]
             block_counter = wrapping_add(first_counter, np.uint32(block - start))
-            # blocks whose every element lies in the fast range take the short loop
+            # the short loop first; a block holding any element outside its range
+            # is done again by the general loop (`source` is not `target`)
             slow = fast_ok == 0
             if not slow:
                 count = same_width(source_part[0], 0)
                 for i in range(source_part.size):
-                    count += irregular(source_part[i], params)
+                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
+                    target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
+                    count = wrapping_add(count, irregular(source_part[i], params, mode))
                 slow = count != 0
             if slow:
                 for i in range(source_part.size):
                     # the random number is dead code, removed, where the mode is deterministic
                     random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
                     target_part[i] = round_bits(source_part[i], params, mode, random, rand_bits, general)
-            else:
-                for i in range(source_part.size):
-                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
-                    target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
         start = stop
 
 
 @njit(**NUMBA_OPTIONS)
 def round_array(source, target, params, mode, key, offset, rand_bits):
-    """Round every element of `source` (carrier bits) into `target` (may be `source`).
+    """Round every element of `source` (carrier bits) into `target`, which must
+    not overlap it (blocks are read again after their results are written).
 
     Element ``i`` draws random number ``offset + i`` of the stream `key`, so a slice
     rounded with the matching offset gives the same bits as the whole array.
