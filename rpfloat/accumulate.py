@@ -228,7 +228,7 @@ def rounding_setup(fmt):
     compute) onto the bounded format `fmt`, with its default overflow policy.
 
     `general`: whether the kernel's rare paths are needed (formats reaching below
-    float64's normal range, fixed-point wrap), as ``round_array`` decides.
+    float64's normal range, fixed-point wrap), as ``quantize.round_array_for`` decides.
     """
     policy = _overflow_policy(fmt, None)
     params = kernel_params(fmt, _FLOAT64, policy)

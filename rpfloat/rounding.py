@@ -176,7 +176,7 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
     read a block again after writing its results) and memory holds no third array.
     """
     bits = _BITS_VIEW[carrier]
-    kernel = round_array_for(bits)
+    kernel = round_array_for(bits, params, mode)
     source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
     target_is_carrier = target.dtype == carrier
     if source_is_carrier and target_is_carrier:

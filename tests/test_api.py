@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels.quantize import SIGNATURES, round_array
+from rpfloat._kernels.quantize import KERNELS, SIGNATURES
 from rpfloat.rounding import CHUNK, PARALLEL_THRESHOLD, round_chunk
 
 
@@ -256,17 +256,19 @@ def test_thread_count_does_not_change_bits():
 
 def test_thirty_formats_compile_nothing_new():
     x = sample(64)
-    rp.round(x, "e4m3")
-    rp.round(x.astype(np.float64), "e4m3")
-    before = list(round_array.overloads)
+    for mode in ("nearest", "stochastic", "odd"):  # each mode's kernel, compiled once
+        rp.round(x, "e4m3", mode)
+        rp.round(x.astype(np.float64), "e4m3", mode)
+    before = [list(kernel.overloads) for kernel in KERNELS]
     formats = [rp.FloatFormat(e, m) for e in range(2, 8) for m in range(1, 6)]
     assert len(formats) == 30
     for fmt in formats:
         for mode in ("nearest", "stochastic", "odd"):
             rp.round(x, fmt, mode, rng=0)
             rp.round(x.astype(np.float64), fmt, mode, rng=0)
-    assert list(round_array.overloads) == before
-    assert set(round_array.overloads) <= {signature.args for signature in SIGNATURES}
+    assert [list(kernel.overloads) for kernel in KERNELS] == before
+    for kernel in KERNELS:
+        assert set(kernel.overloads) <= {signature.args for signature in SIGNATURES}
 
 
 # -- bad input ------------------------------------------------------------------

@@ -510,45 +510,80 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
         start = stop
 
 
+# One kernel per mode, each compiled (or loaded from numba's cache) on its first
+# use, so that a first call compiles one loop, not nine. Each passes its mode as
+# a constant: the loop is compiled for that mode alone. `round_general` serves
+# the rare formats (min_normal below the carrier's normals, fixed-point wrap) in
+# every mode, without the fast path.
+
+
 @njit(**NUMBA_OPTIONS)
-def round_array(source, target, params, mode, key, offset, rand_bits):
-    """Round every element of `source` (carrier bits) into `target`, which must
-    not overlap it (blocks are read again after their results are written).
-
-    Element ``i`` draws random number ``offset + i`` of the stream `key`, so a slice
-    rounded with the matching offset gives the same bits as the whole array.
-    The mode is chosen here, once: each branch passes it as a constant, so that
-    each loop is compiled for one mode.
-    """
-    if params[P_DEEP] or params[P_OVERFLOW] == OVERFLOW_WRAP:
-        _round_loop(source, target, params, mode, key, offset, rand_bits, True)
-    elif mode == NEAREST:
-        _round_loop(source, target, params, NEAREST, key, offset, rand_bits, False)
-    elif mode == NEAREST_AWAY:
-        _round_loop(source, target, params, NEAREST_AWAY, key, offset, rand_bits, False)
-    elif mode == TOWARD_ZERO:
-        _round_loop(source, target, params, TOWARD_ZERO, key, offset, rand_bits, False)
-    elif mode == UP:
-        _round_loop(source, target, params, UP, key, offset, rand_bits, False)
-    elif mode == DOWN:
-        _round_loop(source, target, params, DOWN, key, offset, rand_bits, False)
-    elif mode == ODD:
-        _round_loop(source, target, params, ODD, key, offset, rand_bits, False)
-    elif mode == STOCHASTIC:
-        _round_loop(source, target, params, STOCHASTIC, key, offset, rand_bits, False)
-    else:
-        _round_loop(source, target, params, STOCHASTIC_EQUAL, key, offset, rand_bits, False)
+def round_nearest(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, NEAREST, key, offset, rand_bits, False)
 
 
-def round_array_for(bits_dtype):
-    """`round_array`, with its signature for int32 (float32 data) or int64 data
-    compiled, or loaded from numba's cache, on first use: an import loads nothing.
-    Callers pass a read-only `source` view, so the call matches the signature."""
+@njit(**NUMBA_OPTIONS)
+def round_nearest_away(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, NEAREST_AWAY, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_toward_zero(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, TOWARD_ZERO, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_up(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, UP, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_down(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, DOWN, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_odd(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, ODD, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_stochastic(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, STOCHASTIC, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_stochastic_equal(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, STOCHASTIC_EQUAL, key, offset, rand_bits, False)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_general(source, target, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, params, mode, key, offset, rand_bits, True)
+
+
+MODE_KERNELS = (
+    round_nearest, round_nearest_away, round_toward_zero, round_up, round_down,
+    round_odd, round_stochastic, round_stochastic_equal,
+)
+KERNELS = MODE_KERNELS + (round_general,)
+
+
+def round_array_for(bits_dtype, params, mode):
+    """The kernel rounding int32 (float32 data) or int64 data onto the format of
+    `params` in `mode`, called as ``kernel(source, target, params, mode, key,
+    offset, rand_bits)``: element ``i`` of `source` (carrier bits, read-only)
+    goes to ``target[i]``, which must not overlap `source`, and draws random
+    number ``offset + i`` of the stream `key`, so a slice rounded with the
+    matching offset gets the bits of the whole. Its signature is compiled, or
+    loaded from numba's cache, on first use: an import loads nothing."""
+    general = params[P_DEEP] or params[P_OVERFLOW] == OVERFLOW_WRAP
+    kernel = round_general if general else MODE_KERNELS[mode]
     index = 0 if bits_dtype == np.int32 else 1
-    if not _LOADED[index]:
-        round_array.compile(SIGNATURES[index])
-        _LOADED[index] = True
-    return round_array
+    if (kernel, index) not in _LOADED:
+        kernel.compile(SIGNATURES[index])
+        _LOADED.add((kernel, index))
+    return kernel
 
 
-_LOADED = [False, False]
+_LOADED = set()
