@@ -84,15 +84,3 @@ wrapping_add = _same_type_op("add")
 wrapping_mul = _same_type_op("mul")
 bit_xor = _same_type_op("xor")
 
-
-@intrinsic
-def unsigned_less(typingctx, left, right):
-    """``left < right`` with both read as unsigned integers of their own width
-    (numba's own comparison of uint32 values keeps LLVM from vectorising)."""
-    if not isinstance(left, types.Integer) or left != right:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.icmp_unsigned("<", args[0], args[1])
-
-    return types.boolean(left, right), codegen

@@ -37,11 +37,11 @@ from ._bits import (
     float64_to_bits,
     shift_left,
     shift_right,
-    unsigned_less,
     wrapping_add,
+    wrapping_mul,
     bit_xor,
 )
-from .random import counter_bits, segment_keys
+from .random import WEYL_32, counter_bits, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
 NEAREST, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC, STOCHASTIC_EQUAL = range(8)
@@ -183,12 +183,14 @@ def _stochastic_bias(template, random, width, rand_bits):
         def bias_32(template, random, width, rand_bits):
             high = np.uint32(random >> U_32)
             high = np.uint32(high & np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF))
-            return np.int32(shift_right(high, np.uint32(min(np.int32(32) - width, np.int32(31)))))
+            # width 0 (shift 32 & 31 = 0) leaves bits that the caller masks off
+            return np.int32(shift_right(high, np.uint32(np.int32(np.int32(32) - width) & np.int32(31))))
         return bias_32
 
     def bias_64(template, random, width, rand_bits):
         kept = random & ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
-        return np.int64(kept >> np.uint64(min(64 - np.int64(width), 63)))
+        # width 0 (shift 64 & 63 = 0) leaves bits that the caller masks off
+        return np.int64(kept >> np.uint64((64 - np.int64(width)) & 63))
     return bias_64
 
 
@@ -207,14 +209,14 @@ def _stochastic_up_word(template, sig, drop, random, rand_bits):
             # a ^ 2**31 is the high half xor 0x7FFFFFFF
             flipped = np.int32(bit_xor(np.uint32(random >> U_32), np.uint32(0x7FFFFFFF)))
             mask = np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF)
-            shift = np.uint32(min(max(np.int32(np.int32(32) - drop), np.int32(0)), np.int32(31)))
+            shift = np.uint32(np.int32(np.int32(32) - drop) & np.int32(31))  # 32 - drop is in 0..8
             threshold = np.uint32(shift_left(np.uint32(sig), shift) & mask)
             return flipped < np.int32(bit_xor(threshold, np.uint32(0x80000000)))
         return up_32
 
     def up_64(template, sig, drop, random, rand_bits):
         mask = ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
-        shift = np.uint64(min(max(64 - drop, 0), 63))
+        shift = np.uint64((64 - drop) & 63)  # 64 - drop is in 0..11
         threshold = (np.uint64(sig) << shift) & mask
         # unsigned a < b as signed (a ^ 2**63) < (b ^ 2**63), a the complement
         return np.int64(random ^ U_63_ONES) < np.int64(threshold ^ U_SIGN_64)
@@ -474,9 +476,12 @@ SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
 
 
 SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
-# Elements checked at a time for the fast path: short enough that most blocks of
-# e4m3 data (normal distribution) hold no subnormal (measured with benchmarks/).
-BLOCK = 256
+# Elements rounded at a time by the fast path (long loops stream memory best),
+# and the pieces of a block holding elements outside the fast range that the
+# general loop does again (short, so that few elements are done twice); both
+# measured with benchmarks/bench_round.py.
+BLOCK = 4096
+PIECE = 128
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -492,21 +497,33 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
             source_part = source[block:min(stop, block + BLOCK)]
             target_part = target[block:min(stop, block + BLOCK)]
             block_counter = wrapping_add(first_counter, np.uint32(block - start))
-            # the short loop first; a block holding any element outside its range
-            # is done again by the general loop (`source` is not `target`)
-            slow = fast_ok == 0
-            if not slow:
+            # the short loop first; the pieces of a block holding elements outside
+            # its range are done again by the general loop (formats without a
+            # fast path: the whole block, at once)
+            count = same_width(source_part[0], 1)
+            if fast_ok:
                 count = same_width(source_part[0], 0)
+                weyl = wrapping_mul(block_counter, WEYL_32)
                 for i in range(source_part.size):
-                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
+                    random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
+                    weyl = wrapping_add(weyl, WEYL_32)
                     target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
                     count = wrapping_add(count, irregular(source_part[i], params, mode))
-                slow = count != 0
-            if slow:
-                for i in range(source_part.size):
-                    # the random number is dead code, removed, where the mode is deterministic
-                    random = counter_bits(keys, wrapping_add(block_counter, np.uint32(i)))
-                    target_part[i] = round_bits(source_part[i], params, mode, random, rand_bits, general)
+            if count != 0:
+                piece_size = PIECE if fast_ok else BLOCK
+                for piece in range(0, source_part.size, piece_size):
+                    source_piece = source_part[piece:piece + piece_size]
+                    if fast_ok:
+                        count = same_width(source_piece[0], 0)
+                        for i in range(source_piece.size):
+                            count = wrapping_add(count, irregular(source_piece[i], params, mode))
+                    if count != 0:
+                        piece_counter = wrapping_add(block_counter, np.uint32(piece))
+                        target_piece = target_part[piece:piece + piece_size]
+                        for i in range(source_piece.size):
+                            # the random number is dead code where the mode is deterministic
+                            random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
+                            target_piece[i] = round_bits(source_piece[i], params, mode, random, rand_bits, general)
         start = stop
 
 

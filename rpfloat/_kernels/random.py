@@ -71,7 +71,13 @@ def segment_keys(key, segment):
 @njit(inline="always", **NUMBA_OPTIONS)
 def counter_bits(keys, counter):
     """Number ``counter`` (a uint32: the low 32 bits of n) of the segment with `keys`, as a uint64."""
-    weyl = wrapping_mul(counter, WEYL_32)
+    return weyl_bits(keys, wrapping_mul(counter, WEYL_32))
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def weyl_bits(keys, weyl):
+    """`counter_bits` from ``counter * 0x9E3779B9`` (mod 2**32): loops step it by
+    WEYL_32 rather than multiply."""
     high = _mix(wrapping_add(weyl, keys[0]), MIX_A, np.uint32(16))
     low = _mix(wrapping_add(weyl, keys[1]), MIX_B, np.uint32(15))
     return shift_left(np.uint64(high), U32_32) | np.uint64(low)
