@@ -4,13 +4,14 @@ from __future__ import annotations
 import concurrent.futures
 import functools
 import numbers
+import os
 
 import numba
 import numpy as np
 
 from . import _codes
-from ._kernels.quantize import round_array_for
-from ._params import compute_dtype, kernel_params
+from ._kernels.quantize import P_CARRIER_MAN_BITS, round_array_for
+from ._params import kernel_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
@@ -26,6 +27,7 @@ CHUNK = 1 << 15
 _pool = None
 
 _BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+_CARRIER = {23: np.dtype(np.float32), 52: np.dtype(np.float64)}  # by the kernel's carrier_man_bits
 _FLOAT_POLICIES = ("inf", "saturate", "nan")
 _FIXED_POLICIES = ("saturate", "wrap")
 
@@ -82,20 +84,36 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     """:func:`round` for a chunk of a larger array whose first element has C-order
     flat index `offset` in the whole: with the same int seed, the chunk gets the
     bits that rounding the whole would give it (dask, GPUs, streaming)."""
-    fmt = to_format(fmt)
-    mode = parse_mode(mode)
-    policy = _overflow_policy(fmt, overflow)
-    rand_bits = _rand_bits(rand_bits, mode)
     array = _input_array(x)
-    dtype = result_dtype(array.dtype, fmt)
+    dtype, params, mode, rand_bits = _plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = _random_key(rng) if mode.is_stochastic else 0
     result = _prepare_out(out, array.shape, dtype)
     if out is not None and _overlaps_elsewhere(array, result):
         array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
-    _round_into(array, result, fmt, policy, mode, key, rand_bits, _offset(offset))
+    _round_into(array, result, params, mode, key, rand_bits, _offset(offset))
     if out is not None:
         return out
     return result[()] if result.ndim == 0 else result
+
+
+def _plan(fmt, mode, overflow, rand_bits, input_dtype):
+    """``(result dtype, kernel parameters, Mode, rand_bits)`` for these arguments,
+    validated; cached, so that small arrays pay for validation once."""
+    try:
+        return _cached_plan(fmt, mode, overflow, rand_bits, input_dtype)
+    except TypeError:  # an unhashable argument: validate it uncached, for a clear message
+        return _cached_plan.__wrapped__(fmt, mode, overflow, rand_bits, input_dtype)
+
+
+@functools.lru_cache(maxsize=1024)
+def _cached_plan(fmt, mode, overflow, rand_bits, input_dtype):
+    fmt = to_format(fmt)
+    mode = parse_mode(mode)
+    policy = _overflow_policy(fmt, overflow)
+    rand_bits = _rand_bits(rand_bits, mode)
+    dtype = result_dtype(input_dtype, fmt)
+    real_dtype = np.empty(0, dtype).real.dtype
+    return dtype, kernel_params(fmt, real_dtype, policy), mode, rand_bits
 
 
 def result_dtype(input_dtype, fmt) -> np.dtype:
@@ -110,26 +128,26 @@ def _result_dtype(input_dtype, fmt) -> np.dtype:
     return np.result_type(input_dtype, fmt.carrier)
 
 
-def _round_into(array, result, fmt, policy, mode, key, rand_bits, offset=0):
-    """Round `array` into `result` (an array of the result dtype and the same shape).
+def _round_into(array, result, params, mode, key, rand_bits, offset=0):
+    """Round `array` into `result` (an array of the result dtype and the same shape)
+    with the kernel parameters `params` (``rpfloat._params.kernel_params``).
 
     `offset` is the flat C-order index of ``array``'s first element in a larger
     whole, so that chunks of an array draw the same random numbers as the whole.
     """
-    is_complex = result.dtype.kind == "c"
-    real_dtype = result.real.dtype if is_complex else result.dtype
     if not result.flags.c_contiguous:  # a strided out=: round into a fresh array, then copy
         whole = np.empty(result.shape, result.dtype)
-        _round_into(array, whole, fmt, policy, mode, key, rand_bits, offset)
+        _round_into(array, whole, params, mode, key, rand_bits, offset)
         np.copyto(result, whole)
         return
     if not array.flags.c_contiguous:
         array = np.ascontiguousarray(array)  # a copy: the kernels read C order
+    is_complex = result.dtype.kind == "c"
     _run_kernel(
         _flat_parts(array),
         _flat_parts(result),
-        compute_dtype(real_dtype),
-        kernel_params(fmt, real_dtype, policy),
+        _CARRIER[params[P_CARRIER_MAN_BITS]],
+        params,
         int(mode),
         np.uint64(key),
         offset * (2 if is_complex else 1),
@@ -180,8 +198,9 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
     source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
     target_is_carrier = target.dtype == carrier
     if source_is_carrier and target_is_carrier:
-        kernel(_read_only(source[start:stop].view(bits)), target[start:stop].view(bits),
-               params, mode, key, offset + start, rand_bits)
+        if start != 0 or stop != source.size:
+            source, target = source[start:stop], target[start:stop]
+        kernel(source.view(bits), target.view(bits), params, mode, key, offset + start, rand_bits)
         return
     chunk = min(CHUNK, stop - start)
     source_buffer = np.empty(chunk, carrier) if not source_is_carrier else None
@@ -195,17 +214,10 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
             with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error
                 np.copyto(values, source[begin:end], casting="unsafe")
         rounded = target[begin:end] if target_is_carrier else target_buffer[: end - begin]
-        kernel(_read_only(values.view(bits)), rounded.view(bits), params, mode, key, offset + begin, rand_bits)
+        kernel(values.view(bits), rounded.view(bits), params, mode, key, offset + begin, rand_bits)
         if not target_is_carrier:
             with np.errstate(invalid="ignore"):
                 np.copyto(target[begin:end], rounded, casting="unsafe")
-
-
-def _read_only(view):
-    """`view` marked read-only: the kernel's one signature takes a read-only source."""
-    view = view.view()
-    view.flags.writeable = False
-    return view
 
 
 def _offset(offset) -> int:
@@ -300,7 +312,7 @@ def _rand_bits(rand_bits, mode: Mode) -> int:
 def _random_key(rng) -> int:
     """A 64-bit key for the counter-based generator from the `rng` argument."""
     if rng is None:
-        return int(np.random.SeedSequence().generate_state(1, np.uint64)[0])
+        return int.from_bytes(os.urandom(8), "little")  # fresh OS entropy
     if isinstance(rng, np.random.Generator):
         return int(rng.integers(0, 2**64, dtype=np.uint64))
     if isinstance(rng, np.random.SeedSequence):
