@@ -482,11 +482,17 @@ SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
 # measured with benchmarks/bench_round.py.
 BLOCK = 4096
 PIECE = 128
+# A block with more than MANY elements outside the fast range is done again
+# whole, and the next SKIP blocks go to the general loop without trying the
+# fast one (data spread over the whole range: overflow, underflow, NaN).
+MANY = 64
+SKIP = 8
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
-    fast_ok = 0 if general else params[P_FAST_LOW_BITS] <= params[P_FAST_HIGH_BITS]
+    fast_ok = False if general else params[P_FAST_LOW_BITS] <= params[P_FAST_HIGH_BITS]
+    skipped = 0  # blocks left to do with the general loop alone
     start = 0
     while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
         index = offset + start
@@ -498,10 +504,12 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
             target_part = target[block:min(stop, block + BLOCK)]
             block_counter = wrapping_add(first_counter, np.uint32(block - start))
             # the short loop first; the pieces of a block holding elements outside
-            # its range are done again by the general loop (formats without a
-            # fast path: the whole block, at once)
+            # its range are done again by the general loop, or the whole block
+            # where they are many (then the next blocks skip the short loop)
             count = same_width(source_part[0], 1)
-            if fast_ok:
+            tried = fast_ok and skipped == 0
+            skipped = max(skipped - 1, 0)
+            if tried:
                 count = same_width(source_part[0], 0)
                 weyl = wrapping_mul(block_counter, WEYL_32)
                 for i in range(source_part.size):
@@ -509,11 +517,14 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
                     weyl = wrapping_add(weyl, WEYL_32)
                     target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
                     count = wrapping_add(count, irregular(source_part[i], params, mode))
+                if count > MANY:
+                    skipped = SKIP
             if count != 0:
-                piece_size = PIECE if fast_ok else BLOCK
+                by_piece = tried and count <= MANY
+                piece_size = PIECE if by_piece else BLOCK
                 for piece in range(0, source_part.size, piece_size):
                     source_piece = source_part[piece:piece + piece_size]
-                    if fast_ok:
+                    if by_piece:
                         count = same_width(source_piece[0], 0)
                         for i in range(source_piece.size):
                             count = wrapping_add(count, irregular(source_piece[i], params, mode))
