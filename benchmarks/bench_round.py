@@ -152,37 +152,53 @@ def clear_inputs():
 
 # --------------------------------------------------------------------------- timing
 
-def bench(fn: Callable[[], object], repeats: int) -> tuple[float, int]:
-    """Median seconds per call of `fn` over `runs` timed runs after a warm-up.
-
-    A run repeats `fn` until it lasts about MIN_RUN_S (fast calls: timer resolution);
-    a call slower than BUDGET_S / repeats gets fewer runs, at least 3.
-    """
+def _inner_count(fn: Callable[[], object]) -> tuple[int, float]:
+    """(calls per timed run, seconds of one call) after a warm-up: a run repeats a
+    fast call until it lasts about MIN_RUN_S (timer resolution)."""
     fn()  # warm-up: compilation, caches, first touch of the buffers
     t0 = perf_counter()
     fn()
     single = perf_counter() - t0
-    inner = 1
-    times = []
     if single < MIN_RUN_S:
-        inner = int(min(100_000, max(1, MIN_RUN_S / max(single, 1e-9))))
-    else:
-        times.append(single)  # a slow call after the warm-up is already a timed run
+        return int(min(100_000, max(1, MIN_RUN_S / max(single, 1e-9)))), single
+    return 1, single
+
+
+def _timed(fn: Callable[[], object], inner: int) -> float:
+    t0 = perf_counter()
+    for _ in range(inner):
+        fn()
+    return (perf_counter() - t0) / inner
+
+
+def bench(fn: Callable[[], object], repeats: int,
+          baseline: Callable[[], object] | None = None) -> tuple[float, int, float | None]:
+    """(median seconds per call of `fn`, timed runs, median of baseline / fn).
+
+    A call slower than BUDGET_S / repeats gets fewer runs, at least 3. With a
+    `baseline` (np.copyto of the same array), each timed run of `fn` is paired
+    with a run of the baseline just before it and the ratio is the median of the
+    pairs' ratios: these machines are shared and their speed drifts within
+    seconds, so a ratio of two distant measurements would carry the drift.
+    """
+    inner, single = _inner_count(fn)
+    base_inner = _inner_count(baseline)[0] if baseline is not None else 0
     runs = repeats
     if single * repeats > BUDGET_S:
         runs = max(3, min(repeats, int(BUDGET_S / single)))
+    times, ratios = [], []
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        while len(times) < runs:
-            t0 = perf_counter()
-            for _ in range(inner):
-                fn()
-            times.append((perf_counter() - t0) / inner)
+        for _ in range(runs):
+            base = _timed(baseline, base_inner) if baseline is not None else None
+            times.append(_timed(fn, inner))
+            if base is not None:
+                ratios.append(base / times[-1])
     finally:
         if gc_was_enabled:
             gc.enable()
-    return statistics.median(times), runs
+    return statistics.median(times), runs, (statistics.median(ratios) if ratios else None)
 
 
 def set_threads(n: int) -> bool:
@@ -410,14 +426,13 @@ class Runner:
         self._copy: dict = {}
         self._ml: dict = {}
 
-    def copyto_time(self, n: int, dtype) -> float:
+    def copyto(self, n: int, dtype) -> Callable[[], object]:
+        """np.copyto of an array of `n` elements of `dtype` (the arrays are kept)."""
         key = (n, np.dtype(dtype))
         if key not in self._copy:
             src = np.random.default_rng(1).standard_normal(n).astype(dtype)
             dst = np.empty_like(src)
-            self._copy[key], _ = bench(lambda: np.copyto(dst, src), self.repeats)
-            self.log(f"  copyto {fmt_size(n)} {DTYPE_SHORT[np.dtype(dtype)]}: "
-                     f"{n / self._copy[key] / 1e6:,.0f} M elem/s")
+            self._copy[key] = lambda: np.copyto(dst, src)
         return self._copy[key]
 
     def ml_time(self, case: Case, value_set: str, x: np.ndarray):
@@ -428,7 +443,7 @@ class Runner:
         key = (case.ml_name, value_set, x.dtype, x.size)
         if key not in self._ml:
             fn = lambda: x.astype(mt).astype(x.dtype)  # noqa: E731
-            t, _ = bench(fn, self.repeats)
+            t, _, _ = bench(fn, self.repeats)
             self._ml[key] = (t, fn())
         return self._ml[key]
 
@@ -452,7 +467,7 @@ class Runner:
                 else:
                     out = np.empty(x.shape, result_dtype(x.dtype, case.fmt))
                     fn = lambda: rp.round(x, case.fmt, case.mode, out=out, **kwargs)  # noqa: E731
-            t, runs = bench(fn, self.repeats)
+            t, runs, vs_copy = bench(fn, self.repeats, baseline=self.copyto(n, case.dtype))
             result = fn()
         except Exception as exc:  # keep going: one broken row must not hide the others
             row.mels = f"error: {type(exc).__name__}: {str(exc)[:80]}"
@@ -462,7 +477,7 @@ class Runner:
         row.runs = str(runs)
         row.per_call = fmt_time(t)
         row.mels = f"{n / t / 1e6:,.1f}"
-        row.vs_copy = fmt_ratio(self.copyto_time(n, case.dtype) / t)
+        row.vs_copy = fmt_ratio(vs_copy)
         ml = self.ml_time(case, value_set, x)
         if ml is not None:
             row.vs_ml = fmt_ratio(ml[0] / t)
@@ -479,14 +494,14 @@ def small_call_checks(repeats: int) -> list[list[str]]:
     x = np.linspace(-3.0, 3.0, SMALL_N, dtype=np.float32)
     rows = []
     dst = np.empty_like(x)
-    t_copy, _ = bench(lambda: np.copyto(dst, x), repeats)
+    t_copy, _, _ = bench(lambda: np.copyto(dst, x), repeats)
     for label, spec, mode in (("bfloat16", "bfloat16", "nearest"), ("e4m3", "e4m3", "nearest"),
                               ("e4m3", "e4m3", "stochastic")):
         kwargs = {"rng": 0} if mode == "stochastic" else {}
         fmt = rp.format(spec)
         try:
-            t, _ = bench(lambda: rp.round(x, fmt, mode, **kwargs), repeats)
-            t_name, _ = bench(lambda: rp.round(x, spec, mode, **kwargs), repeats)
+            t, _, _ = bench(lambda: rp.round(x, fmt, mode, **kwargs), repeats)
+            t_name, _, _ = bench(lambda: rp.round(x, spec, mode, **kwargs), repeats)
             text = (f"{t * 1e6:.1f} µs/call (format by name: {t_name * 1e6:.1f} µs; "
                     f"np.copyto: {t_copy * 1e6:.2f} µs)")
             ok = "yes" if max(t, t_name) <= 10e-6 else "no"
@@ -685,6 +700,7 @@ def header(args, sizes, peers) -> str:
         f"- peers: {peer_text}",
         f"- sizes: {', '.join(fmt_size(n) for n in sizes)}; median of {args.repeats} runs after a "
         f"warm-up (fewer, ≥ 3, for calls over {BUDGET_S / args.repeats:.2f} s: see `runs`); "
+        f"× copyto: median of per-run ratios, each run paired with a copy run just before it; "
         f"rp rows write into a preallocated `out=` unless marked allocating; 1 numba thread "
         f"unless `2T`" + ("; **--quick smoke run**" if args.quick else ""),
     ])
