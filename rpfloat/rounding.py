@@ -5,6 +5,7 @@ import concurrent.futures
 import functools
 import numbers
 import os
+import threading
 
 import numba
 import numpy as np
@@ -203,8 +204,8 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         kernel(source.view(bits), target.view(bits), params, mode, key, offset + start, rand_bits)
         return
     chunk = min(CHUNK, stop - start)
-    source_buffer = np.empty(chunk, carrier) if not source_is_carrier else None
-    target_buffer = np.empty(chunk, carrier) if not target_is_carrier else None
+    source_buffer = _scratch(0, carrier) if not source_is_carrier else None
+    target_buffer = _scratch(1, carrier) if not target_is_carrier else None
     for begin in range(start, stop, chunk):
         end = min(stop, begin + chunk)
         if source_is_carrier:
@@ -218,6 +219,22 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         if not target_is_carrier:
             with np.errstate(invalid="ignore"):
                 np.copyto(target[begin:end], rounded, casting="unsafe")
+
+
+def _scratch(slot: int, dtype: np.dtype) -> np.ndarray:
+    """A buffer of CHUNK elements of `dtype`, kept per thread and reused by every
+    later call (so that ``out=`` allocates nothing once warm); slot 0 holds
+    inputs, slot 1 results."""
+    buffers = getattr(_buffers, "by_slot", None)
+    if buffers is None:
+        buffers = _buffers.by_slot = {}
+    buffer = buffers.get((slot, dtype))
+    if buffer is None:
+        buffer = buffers[slot, dtype] = np.empty(CHUNK, dtype)
+    return buffer
+
+
+_buffers = threading.local()
 
 
 def _offset(offset) -> int:

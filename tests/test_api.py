@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 
+import numba
 import numpy as np
 import pytest
 
@@ -233,6 +234,27 @@ def test_buffered_paths_give_the_direct_paths_bits(mode):
     for other in (x.astype(np.float16), x.astype(">f4"), x.astype(np.float64)):
         got = rp.round(other, "e5m2", mode, rng=4)
         np.testing.assert_array_equal(bits(got.astype(np.float32)), bits(direct), err_msg=str(other.dtype))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_buffered_paths_on_threads_and_in_place(mode):
+    """Above the parallel threshold each thread converts through its own buffers;
+    rounding in place (out=x) also goes through a buffer."""
+    rng = np.random.default_rng(3)
+    size = 4 * PARALLEL_THRESHOLD + 7
+    x = (rng.standard_normal(size) * 2.0 ** rng.integers(-10, 10, size)).astype(np.float16)
+    expected = rp.round(x.astype(np.float32), "e5m2", mode, rng=6)
+    for threads in (1, 2):
+        previous = numba.get_num_threads()
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+        try:
+            got = rp.round(x, "e5m2", mode, rng=6)
+        finally:
+            numba.set_num_threads(previous)
+        np.testing.assert_array_equal(bits(got.astype(np.float32)), bits(expected), err_msg=f"{threads} threads")
+    in_place = x.astype(np.float32)
+    assert rp.round(in_place, "e5m2", mode, rng=6, out=in_place) is in_place
+    np.testing.assert_array_equal(bits(in_place), bits(expected))
 
 
 def test_thread_count_does_not_change_bits():
