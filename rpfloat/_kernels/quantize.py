@@ -24,6 +24,13 @@ is 0 or one spacing. Steps: (1) sign off, (2) where x lies and how many bits go,
 (5) the sign back on (no -0 where the format has none); NaN passes unchanged.
 Rounding is on the magnitude, so every mode is sign-symmetric except up/down,
 which pick "away from zero" or "toward zero" by the sign.
+
+Two element functions share this scheme. `round_bits` handles everything.
+`fast_round_bits` handles the common magnitudes only (no overflow, inf, NaN or
+carrier subnormal below the format's grid), with fewer instructions; the loops
+(`_round_loop`) run it over blocks of elements, count what lay outside its range
+and give those pieces to `round_bits` again. Both decide every case alike, and
+the tests hold both to the oracle on the same data.
 """
 import numpy as np
 from numba import njit, types
