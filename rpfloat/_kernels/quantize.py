@@ -159,6 +159,36 @@ def _shift_mask(template):
     return lambda template: mask
 
 
+@njit(inline="always", **NUMBA_OPTIONS)
+def step_below(magnitude, negative, params, mode):
+    """Deterministic modes, below one spacing (the result is 0 or one spacing):
+    whether the magnitude steps up. Nearest: a tie steps up only where the format
+    has no subnormals (m > h or m == h and t  <=>  m > h - t)."""
+    zero = same_width(magnitude, 0)
+    if mode == NEAREST:
+        return magnitude > same_width(magnitude, params[P_HALF_QUANTUM_BITS] - params[P_BELOW_TIE_UP])
+    if mode == NEAREST_AWAY:
+        return magnitude >= same_width(magnitude, params[P_HALF_QUANTUM_BITS])
+    if mode == UP:
+        return False if negative else magnitude != zero
+    if mode == DOWN:
+        return magnitude != zero if negative else False
+    if mode == ODD:
+        return magnitude != zero
+    return False  # toward zero; the stochastic modes decide for themselves
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def directed_bias(low_mask, negative, mode):
+    """toward_zero, up, down: all dropped bits (away from zero) or none."""
+    zero = same_width(low_mask, 0)
+    if mode == UP:
+        return zero if negative else low_mask
+    if mode == DOWN:
+        return low_mask if negative else zero
+    return zero
+
+
 def stochastic_up(template, rest, drop, random, rand_bits):
     """Whether stochastic rounding steps up: ``floor(R / 2**(64-r)) < floor(rest * 2**(r-drop))``
     for the uint64 random number R and r = `rand_bits`, that is ``R < T`` with
@@ -335,28 +365,17 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     parity_mask = same_width(bits, parity_source | -same_width(bits, params[P_MAN_BITS] != 0))
     odd_code = same_width(bits, shift_right(sig, clipped) & parity_mask & one)
     # (3) the rounding bias (aligned) and the step decision (below one spacing) -
+    step = step_below(magnitude, negative, params, mode)
     if mode == NEAREST:
         tie_up = odd_code | (same_width(bits, params[P_BELOW_TIE_UP]) & same_width(bits, below))
         bias = same_width(bits, (half - one + tie_up) & low_mask)
-        # below one spacing (always below min_normal): a tie steps up only where
-        # the format has no subnormals (m > h or m == h and t  <=>  m > h - t)
-        step = magnitude > same_width(bits, params[P_HALF_QUANTUM_BITS] - params[P_BELOW_TIE_UP])
     elif mode == NEAREST_AWAY:
         bias = half
-        step = magnitude >= same_width(bits, params[P_HALF_QUANTUM_BITS])
-    elif mode == TOWARD_ZERO:
-        bias = zero
-        step = False
-    elif mode == UP:
-        bias = zero if negative else low_mask
-        step = False if negative else magnitude != zero
-    elif mode == DOWN:
-        bias = low_mask if negative else zero
-        step = magnitude != zero if negative else False
+    elif mode == TOWARD_ZERO or mode == UP or mode == DOWN:
+        bias = directed_bias(low_mask, negative, mode)
     elif mode == ODD:
         # jam: set the code's last bit when inexact (an increment only if it was clear)
         bias = shift_left(same_width(bits, same_width(bits, rest != zero) & ~odd_code), clipped)
-        step = magnitude != zero
     elif mode == STOCHASTIC:
         # P(up) = floor(frac * 2**r) / 2**r, frac = rest / 2**raw_drop: up where
         # the complement of the random number is below the fraction, the event
@@ -436,27 +455,18 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
     drop = same_width(bits, drop & shift_mask(bits))  # garbage (unused) below one spacing
     low_mask = same_width(bits, shift_left(one, drop) - one)
     sig = same_width(bits, (magnitude & (hidden - one)) | hidden)
+    step = step_below(magnitude, negative, params, mode)
     if mode == NEAREST:
         odd_code = same_width(bits, shift_right(sig, drop) & one)
         bias = same_width(bits, (shift_right(low_mask, one) + odd_code) & low_mask)
-        step = magnitude > same_width(bits, params[P_HALF_QUANTUM_BITS] - params[P_BELOW_TIE_UP])
     elif mode == NEAREST_AWAY:
         bias = same_width(bits, shift_right(same_width(bits, low_mask + one), one))
-        step = magnitude >= same_width(bits, params[P_HALF_QUANTUM_BITS])
-    elif mode == TOWARD_ZERO:
-        bias = zero
-        step = False
-    elif mode == UP:
-        bias = zero if negative else low_mask
-        step = False if negative else magnitude != zero
-    elif mode == DOWN:
-        bias = low_mask if negative else zero
-        step = magnitude != zero if negative else False
+    elif mode == TOWARD_ZERO or mode == UP or mode == DOWN:
+        bias = directed_bias(low_mask, negative, mode)
     elif mode == ODD:
         odd_code = same_width(bits, shift_right(sig, drop) & one)
         inexact = same_width(bits, (magnitude & low_mask) != zero)
         bias = shift_left(same_width(bits, inexact & ~odd_code), drop)
-        step = magnitude != zero
     elif mode == STOCHASTIC:
         bias = same_width(bits, stochastic_bias(bits, random, drop, rand_bits) & low_mask)
         below_drop = same_width(bits, same_width(bits, params[P_BELOW_DROP_OFFSET]) - biased)
@@ -547,49 +557,18 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
 
 # One kernel per mode, each compiled (or loaded from numba's cache) on its first
 # use, so that a first call compiles one loop, not nine. Each passes its mode as
-# a constant: the loop is compiled for that mode alone. `round_general` serves
-# the rare formats (min_normal below the carrier's normals, fixed-point wrap) in
-# every mode, without the fast path.
+# a constant (a closure variable, which numba compiles in and keys its cache on):
+# the loop is compiled for that mode alone. `round_general` serves the rare
+# formats (min_normal below the carrier's normals, fixed-point wrap) in every
+# mode, without the fast path.
 
 
-@njit(**NUMBA_OPTIONS)
-def round_nearest(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, NEAREST, key, offset, rand_bits, False)
+def _mode_kernel(mode_constant):
+    @njit(**NUMBA_OPTIONS)
+    def round_in_mode(source, target, params, mode, key, offset, rand_bits):
+        _round_loop(source, target, params, mode_constant, key, offset, rand_bits, False)
 
-
-@njit(**NUMBA_OPTIONS)
-def round_nearest_away(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, NEAREST_AWAY, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_toward_zero(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, TOWARD_ZERO, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_up(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, UP, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_down(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, DOWN, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_odd(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, ODD, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_stochastic(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, STOCHASTIC, key, offset, rand_bits, False)
-
-
-@njit(**NUMBA_OPTIONS)
-def round_stochastic_equal(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, STOCHASTIC_EQUAL, key, offset, rand_bits, False)
+    return round_in_mode
 
 
 @njit(**NUMBA_OPTIONS)
@@ -597,10 +576,7 @@ def round_general(source, target, params, mode, key, offset, rand_bits):
     _round_loop(source, target, params, mode, key, offset, rand_bits, True)
 
 
-MODE_KERNELS = (
-    round_nearest, round_nearest_away, round_toward_zero, round_up, round_down,
-    round_odd, round_stochastic, round_stochastic_equal,
-)
+MODE_KERNELS = tuple(_mode_kernel(mode) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
 KERNELS = MODE_KERNELS + (round_general,)
 
 
