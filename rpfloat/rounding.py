@@ -106,7 +106,7 @@ def _plan(fmt, mode, overflow, rand_bits, input_dtype):
         return _cached_plan.__wrapped__(fmt, mode, overflow, rand_bits, input_dtype)
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=1024, typed=True)  # typed: True, 1.0 and Mode(0) are not 1, 1 and 0
 def _cached_plan(fmt, mode, overflow, rand_bits, input_dtype):
     fmt = to_format(fmt)
     mode = parse_mode(mode)

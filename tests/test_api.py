@@ -331,6 +331,20 @@ def test_bad_arguments_name_themselves():
         rp.round(x, "e4m3", "stochastic", rng=-1)
 
 
+def test_cached_validation_tells_equal_values_of_other_types_apart():
+    """Validation is cached per argument set: True, 1.0 and 0 must not reuse the
+    entries of 1, 1 and Mode.NEAREST (they compare and hash equal)."""
+    x = np.ones(3, np.float32)
+    rp.round(x, "bfloat16", "stochastic", rng=1, rand_bits=1)
+    rp.round(x, "bfloat16", rp.Mode.NEAREST)
+    with pytest.raises(TypeError, match="rand_bits"):
+        rp.round(x, "bfloat16", "stochastic", rng=1, rand_bits=True)
+    with pytest.raises(TypeError, match="rand_bits"):
+        rp.round(x, "bfloat16", "stochastic", rng=1, rand_bits=1.0)
+    with pytest.raises(TypeError, match="mode"):
+        rp.round(x, "bfloat16", 0)
+
+
 def test_impossible_policy_raises_before_looking_at_data():
     with pytest.raises(ValueError, match="overflow='inf' is impossible"):
         rp.round(np.array([], dtype=np.float32), "e4m3", "toward_zero", overflow="inf")
