@@ -26,6 +26,7 @@ PARALLEL_THRESHOLD = 1 << 18
 # two buffers of this size stay in a core's L2 cache.
 CHUNK = 1 << 15
 _pool = None
+_pool_lock = threading.Lock()
 
 _BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 _CARRIER = {23: np.dtype(np.float32), 52: np.dtype(np.float64)}  # by the kernel's carrier_man_bits
@@ -91,7 +92,7 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     result = _prepare_out(out, array.shape, dtype)
     if out is not None and _overlaps_elsewhere(array, result):
         array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
-    _round_into(array, result, params, mode, key, rand_bits, _offset(offset))
+    _round_into(array, result, params, mode, key, rand_bits, _offset(offset, array))
     if out is not None:
         return out
     return result[()] if result.ndim == 0 else result
@@ -175,8 +176,9 @@ def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits):
     if threads == 1:
         _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 0, size)
         return
-    if _pool is None or _pool._max_workers < threads:
-        _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
+    with _pool_lock:  # two user threads may arrive here first at once
+        if _pool is None or _pool._max_workers < threads:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
     bounds = np.linspace(0, size, threads + 1).astype(np.int64)
     futures = [
         _pool.submit(_round_range, source, target, carrier, params, mode, key, offset, rand_bits, int(lo), int(hi))
@@ -194,6 +196,8 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
     carrier buffers that stay in cache, so the kernel never runs in place (it may
     read a block again after writing its results) and memory holds no third array.
     """
+    if stop <= start:
+        return
     bits = _BITS_VIEW[carrier]
     kernel = round_array_for(bits, params, mode)
     source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
@@ -237,11 +241,15 @@ def _scratch(slot: int, dtype: np.dtype) -> np.ndarray:
 _buffers = threading.local()
 
 
-def _offset(offset) -> int:
+def _offset(offset, array) -> int:
     if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if offset < 0:
         raise ValueError(f"offset must be >= 0, got {offset}")
+    # the kernels count in int64, complex numbers as two
+    parts = 2 if array.dtype.kind == "c" else 1
+    if (int(offset) + array.size) * parts >= 2**63:
+        raise ValueError(f"offset + x.size must stay below 2**63 (2**62 for complex x), got offset {offset}")
     return int(offset)
 
 

@@ -140,6 +140,24 @@ def test_empty_and_multidimensional():
 # -- out= ---------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("dtype", [np.float16, np.int64, np.bool_, ">f4", np.complex64, np.float32])
+def test_empty_arrays_of_every_path(dtype):
+    """Empty input through the buffered paths (float16, ints, byte-swapped) too."""
+    empty = np.empty((0, 3), dtype)
+    got = rp.round(empty, "bfloat16")
+    assert got.shape == (0, 3) and got.dtype == rp.rounding.result_dtype(empty.dtype, rp.format("bfloat16"))
+    if empty.dtype == np.float32:
+        assert rp.round(empty, "bfloat16", out=empty) is empty
+
+
+def test_offsets_beyond_the_int64_counter_are_a_value_error():
+    with pytest.raises(ValueError, match="offset"):
+        round_chunk(np.ones(2, np.float32), "bfloat16", offset=2**63)
+    with pytest.raises(ValueError, match="offset"):
+        round_chunk(np.ones(2, np.complex64), "bfloat16", "stochastic", rng=1, offset=2**62)
+    round_chunk(np.ones(2, np.float32), "bfloat16", "stochastic", rng=1, offset=2**63 - 3)  # the last indices work
+
+
 def test_out_is_written_and_returned():
     x = sample(50)
     out = np.empty_like(x)
