@@ -52,7 +52,7 @@ def _float_fields(fmt, result_dtype: np.dtype):
     return man_bits, bias, True, largest_significand * 2.0 ** bias
 
 
-def _fast_range(fmt, fields: dict, carrier: np.dtype, policy: str) -> dict:
+def _fast_range(fmt, fields: dict, policy: str) -> dict:
     """The kernel's fast path (``quantize.fast_round_bits``) for magnitudes from
     fast_low_bits (fast_low_random_bits for stochastic rounding) to the format's
     largest value. From fast_aligned_bits (one spacing below min_normal, or
@@ -152,7 +152,7 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             bias_parity=bias & 1,
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
-    fields.update(_fast_range(fmt, fields, carrier, policy))
+    fields.update(_fast_range(fmt, fields, policy))
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {

@@ -206,6 +206,21 @@ def _stochastic_up(template, rest, drop, random, rand_bits):
     return _stochastic_up_64
 
 
+@njit(inline="always", **NUMBA_OPTIONS)
+def top_bits_mask_32(rand_bits, word_start):
+    """The bits of the 32-bit word that starts `word_start` bits below the top of
+    a 64-bit random number (0: its high half, 32: its low half) that lie among
+    that number's top `rand_bits` bits, as a uint32 mask."""
+    dropped = min(max(32 + word_start - rand_bits, 0), 32)
+    return np.uint32(~((ONE << dropped) - ONE) & 0xFFFFFFFF)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def top_bits_mask_64(rand_bits):
+    """The top `rand_bits` (1..64) bits of a uint64, as a mask."""
+    return ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
+
+
 def stochastic_bias(template, random, width, rand_bits):
     """The top `width` bits of the uint64 `random` (0 <= width <= 25 for int32
     data, <= 54 for int64) with those beyond its top `rand_bits` cleared, as an
@@ -219,13 +234,13 @@ def _stochastic_bias(template, random, width, rand_bits):
     if template == types.int32:
         def bias_32(template, random, width, rand_bits):
             high = np.uint32(random >> U_32)
-            high = np.uint32(high & np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF))
+            high = np.uint32(high & top_bits_mask_32(rand_bits, 0))
             # width 0 (shift 32 & 31 = 0) leaves bits that the caller masks off
             return np.int32(shift_right(high, np.uint32(np.int32(np.int32(32) - width) & np.int32(31))))
         return bias_32
 
     def bias_64(template, random, width, rand_bits):
-        kept = random & ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
+        kept = random & top_bits_mask_64(rand_bits)
         # width 0 (shift 64 & 63 = 0) leaves bits that the caller masks off
         return np.int64(kept >> np.uint64((64 - np.int64(width)) & 63))
     return bias_64
@@ -245,14 +260,14 @@ def _stochastic_up_word(template, sig, drop, random, rand_bits):
             # unsigned a < b as signed (a ^ 2**31) < (b ^ 2**31): for the complement a,
             # a ^ 2**31 is the high half xor 0x7FFFFFFF
             flipped = np.int32(bit_xor(np.uint32(random >> U_32), np.uint32(0x7FFFFFFF)))
-            mask = np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF)
+            mask = top_bits_mask_32(rand_bits, 0)
             shift = np.uint32(np.int32(np.int32(32) - drop) & np.int32(31))  # 32 - drop is in 0..8
             threshold = np.uint32(shift_left(np.uint32(sig), shift) & mask)
             return flipped < np.int32(bit_xor(threshold, np.uint32(0x80000000)))
         return up_32
 
     def up_64(template, sig, drop, random, rand_bits):
-        mask = ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
+        mask = top_bits_mask_64(rand_bits)
         shift = np.uint64((64 - drop) & 63)  # 64 - drop is in 0..11
         threshold = (np.uint64(sig) << shift) & mask
         # unsigned a < b as signed (a ^ 2**63) < (b ^ 2**63), a the complement
@@ -282,8 +297,8 @@ def _stochastic_up_halves(template, rest, drop, random, rand_bits):
     low_shift = np.int32(np.int32(64) - drop)
     threshold_low = _clamped_shift(value, low_shift) if low_shift < 32 else np.uint32(0)
     # keep the top r bits of T (r in 1..64): masks that depend on r only
-    mask_high = np.uint32(~((ONE << max(32 - rand_bits, 0)) - ONE) & 0xFFFFFFFF)
-    mask_low = np.uint32(~((ONE << min(64 - rand_bits, 32)) - ONE) & 0xFFFFFFFF)
+    mask_high = top_bits_mask_32(rand_bits, 0)
+    mask_low = top_bits_mask_32(rand_bits, 32)
     threshold_high = np.uint32(threshold_high & mask_high)
     threshold_low = np.uint32(threshold_low & mask_low)
     return (high < threshold_high) | ((high == threshold_high) & (low < threshold_low))
