@@ -317,8 +317,11 @@ class Case:
     peer: Peer | None = None
     peer_note: str = ""
     value_sets: tuple = VALUE_SETS
+    copy_into: np.dtype | None = None  # a reference row: np.copyto of the input into this dtype
 
     def what(self) -> str:
+        if self.copy_into is not None:
+            return f"{self.label} · {DTYPE_SHORT[self.dtype]}→{DTYPE_SHORT[self.copy_into]} · 1T"
         if self.peer is not None:
             head = f"{self.peer.name}: {self.label} {self.mode}"
             return head + (f" [{self.peer_note}]" if self.peer_note else "")
@@ -347,6 +350,8 @@ def build_cases(peers: list[Peer]) -> list[Case]:
         fmt, ml = fmts[label]
         cases.append(Case("float64 input", label, fmt, "nearest", f64, ml_name=ml, target="≥ 0.8"))
         cases.append(Case("float64 input", label, fmt, "stochastic", f64, ml_name=ml, target="≥ 0.6"))
+    # the physical bound of rows whose float32 input gives a float64 result (q16.16)
+    cases.append(Case("fixed point", "np.copyto", None, "-", f32, copy_into=f64, value_sets=("normal",)))
     for label, _, _ in FIXED_FORMATS:
         fmt, _ = fmts[label]
         for mode in ("nearest", "stochastic"):
@@ -435,6 +440,9 @@ class Runner:
             self._copy[key] = lambda: np.copyto(dst, src)
         return self._copy[key]
 
+    def copy_source(self, n: int, dtype) -> np.ndarray:
+        return np.random.default_rng(1).standard_normal(n).astype(dtype)
+
     def ml_time(self, case: Case, value_set: str, x: np.ndarray):
         """(seconds per ml_dtypes round trip, its result) or None."""
         mt = ml_type(case.ml_name)
@@ -457,8 +465,12 @@ class Runner:
             row.mels = f"n/a (NUMBA_NUM_THREADS={numba.config.NUMBA_NUM_THREADS})"
             return row
         try:
-            x = make_input(case.fmt, value_set, case.dtype, n)
-            if case.peer is not None:
+            x = make_input(case.fmt, value_set, case.dtype, n) if case.fmt is not None else None
+            if case.copy_into is not None:
+                x = self.copy_source(n, case.dtype)
+                out = np.empty(n, case.copy_into)
+                fn = lambda: np.copyto(out, x)  # noqa: E731
+            elif case.peer is not None:
                 fn = case.peer.builders[(case.label, case.mode)][1](x)
             else:
                 kwargs = {"rng": 0} if case.mode == "stochastic" else {}

@@ -12,7 +12,7 @@ import numpy as np
 from ._kernels import quantize
 from .fixedformat import FixedFormat
 
-__all__ = ["compute_dtype", "kernel_params"]
+__all__ = ["compute_dtype", "kernel_params", "widening_params"]
 
 _POLICY_CODES = {
     "inf": quantize.OVERFLOW_INF,
@@ -31,6 +31,14 @@ def compute_dtype(result_dtype: np.dtype) -> np.dtype:
 def _bits_of(value: float, dtype: np.dtype) -> int:
     """The carrier bits of an exactly representable `value`, as a signed Python int."""
     return int(np.array(value, dtype=dtype).view(_INT_OF[dtype]))
+
+
+def _bits_at_most(value: float, dtype: np.dtype) -> int:
+    """The carrier bits of the largest carrier number <= `value` (> 0)."""
+    rounded = np.array(value, dtype=dtype)
+    if float(rounded) > value:
+        rounded = np.nextafter(rounded, dtype.type(0))
+    return int(rounded.view(_INT_OF[dtype]))
 
 
 def _half_bits(quantum_exp: int, dtype: np.dtype) -> int:
@@ -99,7 +107,30 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
     `policy` is the already validated overflow policy. The tuple is laid out as
     ``quantize.PARAM_NAMES``; every entry is a Python int that fits an int64.
     """
-    carrier = compute_dtype(result_dtype)
+    return _lower(fmt, compute_dtype(result_dtype), result_dtype, policy)
+
+
+@functools.lru_cache(maxsize=512)
+def widening_params(fmt, policy: str):
+    """The fast path's parameters in float32 for float32 input rounded onto `fmt`
+    into a float64 result (a widening kernel), or None where that kernel has no
+    such path.
+
+    Only fixed-point formats too wide for float32 qualify (q16.16): a float32 x
+    rounds onto k * 2**-frac_bits with |k| <= 2**24 (x has 24 significant bits),
+    which float32 holds, up to the largest float32 at or below ``max``; beyond it
+    the fast range ends, and the general path rounds in float64 (saturating at a
+    ``max`` that float32 may not hold). The two agree wherever both apply: they
+    drop the same bits, and the float64 path's extra dropped bits are zeros.
+    """
+    if not isinstance(fmt, FixedFormat) or policy == "wrap" or fmt.carrier is not np.float64:
+        return None
+    if fmt.frac_bits > 149 or fmt.frac_bits < -127:  # float32 cannot hold one spacing
+        return None
+    return _lower(fmt, np.dtype(np.float32), np.dtype(np.float64), policy)
+
+
+def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple:
     info = np.finfo(carrier)
     carrier_man_bits = int(info.nmant)
     carrier_bias = int(info.maxexp) - 1
@@ -122,8 +153,9 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
             below_drop_offset=-fmt.frac_bits + carrier_bias + carrier_man_bits,
             below_tie_up=0,
             below_quantum_bits=_bits_of(quantum, carrier),
-            max_pos_bits=_bits_of(fmt.max, carrier),
-            max_neg_bits=_bits_of(abs(fmt.min), carrier),
+            # exact, except for a widening kernel's float32 parameters
+            max_pos_bits=_bits_at_most(fmt.max, carrier) if fmt.max > 0 else 0,
+            max_neg_bits=_bits_at_most(abs(fmt.min), carrier) if fmt.min < 0 else 0,
             keep_inf=0,
             no_negative_zero=1,
             word_bits=fmt.bits,

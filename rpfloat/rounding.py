@@ -12,7 +12,7 @@ import numpy as np
 
 from . import _codes
 from ._kernels.quantize import P_CARRIER_MAN_BITS, round_array_for
-from ._params import kernel_params
+from ._params import kernel_params, widening_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
@@ -29,6 +29,7 @@ _pool = None
 _pool_lock = threading.Lock()
 
 _BITS_VIEW = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
+_FLOAT32 = np.dtype(np.float32)
 _CARRIER = {23: np.dtype(np.float32), 52: np.dtype(np.float64)}  # by the kernel's carrier_man_bits
 _FLOAT_POLICIES = ("inf", "saturate", "nan")
 _FIXED_POLICIES = ("saturate", "wrap")
@@ -87,20 +88,21 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     flat index `offset` in the whole: with the same int seed, the chunk gets the
     bits that rounding the whole would give it (dask, GPUs, streaming)."""
     array = _input_array(x)
-    dtype, params, mode, rand_bits = _plan(fmt, mode, overflow, rand_bits, array.dtype)
+    dtype, params, widening, mode, rand_bits = _plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = _random_key(rng) if mode.is_stochastic else 0
     result = _prepare_out(out, array.shape, dtype)
     if out is not None and _overlaps_elsewhere(array, result):
         array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
-    _round_into(array, result, params, mode, key, rand_bits, _offset(offset, array))
+    _round_into(array, result, params, mode, key, rand_bits, _offset(offset, array), widening)
     if out is not None:
         return out
     return result[()] if result.ndim == 0 else result
 
 
 def _plan(fmt, mode, overflow, rand_bits, input_dtype):
-    """``(result dtype, kernel parameters, Mode, rand_bits)`` for these arguments,
-    validated; cached, so that small arrays pay for validation once."""
+    """``(result dtype, kernel parameters, widening kernel's fast parameters or
+    None, Mode, rand_bits)`` for these arguments, validated; cached, so that
+    small arrays pay for validation once."""
     try:
         return _cached_plan(fmt, mode, overflow, rand_bits, input_dtype)
     except TypeError:  # an unhashable argument: validate it uncached, for a clear message
@@ -115,7 +117,11 @@ def _cached_plan(fmt, mode, overflow, rand_bits, input_dtype):
     rand_bits = _rand_bits(rand_bits, mode)
     dtype = result_dtype(input_dtype, fmt)
     real_dtype = np.empty(0, dtype).real.dtype
-    return dtype, kernel_params(fmt, real_dtype, policy), mode, rand_bits
+    real_input = np.empty(0, input_dtype).real.dtype
+    widening = None
+    if real_input == np.float32 and real_dtype == np.float64:
+        widening = widening_params(fmt, policy)
+    return dtype, kernel_params(fmt, real_dtype, policy), widening, mode, rand_bits
 
 
 def result_dtype(input_dtype, fmt) -> np.dtype:
@@ -130,16 +136,18 @@ def _result_dtype(input_dtype, fmt) -> np.dtype:
     return np.result_type(input_dtype, fmt.carrier)
 
 
-def _round_into(array, result, params, mode, key, rand_bits, offset=0):
+def _round_into(array, result, params, mode, key, rand_bits, offset=0, widening=None):
     """Round `array` into `result` (an array of the result dtype and the same shape)
-    with the kernel parameters `params` (``rpfloat._params.kernel_params``).
+    with the kernel parameters `params` (``rpfloat._params.kernel_params``);
+    `widening`: the float32 fast-path parameters for float32 data rounded into
+    float64 (``rpfloat._params.widening_params``), or None.
 
     `offset` is the flat C-order index of ``array``'s first element in a larger
     whole, so that chunks of an array draw the same random numbers as the whole.
     """
     if not result.flags.c_contiguous:  # a strided out=: round into a fresh array, then copy
         whole = np.empty(result.shape, result.dtype)
-        _round_into(array, whole, params, mode, key, rand_bits, offset)
+        _round_into(array, whole, params, mode, key, rand_bits, offset, widening)
         np.copyto(result, whole)
         return
     if not array.flags.c_contiguous:
@@ -154,6 +162,7 @@ def _round_into(array, result, params, mode, key, rand_bits, offset=0):
         np.uint64(key),
         offset * (2 if is_complex else 1),
         rand_bits,
+        widening,
     )
 
 
@@ -163,7 +172,7 @@ def _flat_parts(array):
     return flat.view(flat.real.dtype) if flat.dtype.kind == "c" else flat
 
 
-def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits):
+def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits, widening):
     """Round flat `source` into flat `target`, on numba's thread count of ranges
     for large arrays.
 
@@ -174,22 +183,26 @@ def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits):
     size = source.size
     threads = 1 if size < 2 * PARALLEL_THRESHOLD else min(numba.get_num_threads(), size // PARALLEL_THRESHOLD)
     if threads == 1:
-        _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 0, size)
+        _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening, 0, size)
         return
     with _pool_lock:  # two user threads may arrive here first at once
         if _pool is None or _pool._max_workers < threads:
             _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
     bounds = np.linspace(0, size, threads + 1).astype(np.int64)
     futures = [
-        _pool.submit(_round_range, source, target, carrier, params, mode, key, offset, rand_bits, int(lo), int(hi))
+        _pool.submit(_round_range, source, target, carrier, params, mode, key, offset, rand_bits, widening,
+                     int(lo), int(hi))
         for lo, hi in zip(bounds[:-1], bounds[1:])
     ]
     for future in futures:
         future.result()
 
 
-def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, start, stop):
+def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening, start, stop):
     """Round ``source[start:stop]`` into ``target[start:stop]``.
+
+    float32 data rounded into float64 with `widening` parameters go straight
+    through a widening kernel (float32 in, float64 out).
 
     Where either is not the carrier dtype (another dtype or byte order, a float16
     result) or the rounding is in place (``out=x``), the values pass through small
@@ -199,14 +212,22 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
     if stop <= start:
         return
     bits = _BITS_VIEW[carrier]
-    kernel = round_array_for(bits, params, mode)
-    source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
     target_is_carrier = target.dtype == carrier
-    if source_is_carrier and target_is_carrier:
+    direct = None  # (source's bits view, fast-path parameters) where the kernel reads `source` itself
+    if target_is_carrier and not np.may_share_memory(source, target):
+        if source.dtype == carrier:
+            direct = bits, params
+        elif widening is not None and source.dtype == _FLOAT32:
+            direct = np.int32, widening
+    if direct is not None:
+        source_bits, fast_params = direct
         if start != 0 or stop != source.size:
             source, target = source[start:stop], target[start:stop]
-        kernel(source.view(bits), target.view(bits), params, mode, key, offset + start, rand_bits)
+        kernel = round_array_for(source_bits, bits, params, mode)
+        kernel(source.view(source_bits), target.view(bits), fast_params, params, mode, key, offset + start, rand_bits)
         return
+    kernel = round_array_for(bits, bits, params, mode)
+    source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
     chunk = min(CHUNK, stop - start)
     source_buffer = _scratch(0, carrier) if not source_is_carrier else None
     target_buffer = _scratch(1, carrier) if not target_is_carrier else None
@@ -219,7 +240,7 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
             with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error
                 np.copyto(values, source[begin:end], casting="unsafe")
         rounded = target[begin:end] if target_is_carrier else target_buffer[: end - begin]
-        kernel(values.view(bits), rounded.view(bits), params, mode, key, offset + begin, rand_bits)
+        kernel(values.view(bits), rounded.view(bits), params, params, mode, key, offset + begin, rand_bits)
         if not target_is_carrier:
             with np.errstate(invalid="ignore"):
                 np.copyto(target[begin:end], rounded, casting="unsafe")

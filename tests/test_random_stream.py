@@ -25,7 +25,7 @@ import pytest
 
 import rpfloat as rp
 from reference import round_reference, stochastic_probability
-from rpfloat._kernels.quantize import BLOCK
+from rpfloat._kernels.quantize import BLOCK, PIECE
 from rpfloat.rounding import round_chunk
 
 MASK_64 = 2**64 - 1
@@ -115,7 +115,9 @@ FORMATS = [
     rp.FloatFormat(6, 9), rp.FloatFormat(6, 9, subnormals=False),
     rp.FloatFormat(None, 7),
     rp.FloatFormat(11, 10),  # below float32's normals: the general path's rare branch
-    rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(4, 4, overflow="wrap"),
+    rp.FixedFormat(8, 8), rp.FixedFormat(4, 4, overflow="wrap"),
+    # too wide for float32: float32 data round in float32 lanes into a float64 result
+    rp.FixedFormat(16, 16), rp.FixedFormat(30, 2), rp.FixedFormat(20, 10, signed=False),
 ]
 
 
@@ -179,3 +181,44 @@ def test_deterministic_modes_on_both_paths(fmt, dtype, mode):
     result_dtype = np.result_type(x.dtype, fmt.carrier)
     expected = np.array([round_reference(value, fmt, mode, dtype=result_dtype) for value in x], result_dtype)
     assert_same(rp.round(x, fmt, mode), expected, f"{fmt!r} {np.dtype(dtype)} {mode}")
+
+
+WIDE_FIXED = [
+    rp.FixedFormat(16, 16), rp.FixedFormat(30, 2), rp.FixedFormat(-4, 40), rp.FixedFormat(2, 51),
+    rp.FixedFormat(26, 0), rp.FixedFormat(40, -8), rp.FixedFormat(20, 10, signed=False),
+    rp.FixedFormat(-120, 150),  # one spacing below float32's subnormals: no float32 fast path
+    rp.FixedFormat(-110, 140),  # one spacing among float32's subnormals
+    rp.FixedFormat(16, 16, overflow="wrap"),
+]
+
+
+@pytest.mark.parametrize("fmt", WIDE_FIXED, ids=repr)
+def test_float32_into_float64_is_float64_rounding(fmt):
+    """float32 data rounded onto a fixed-point format too wide for float32 (the
+    widening kernel: float32 lanes where the result fits float32, float64
+    elsewhere) give the bits that the same values given as float64 give, in
+    every mode and both stochastic resolutions; also as complex64 parts and in
+    chunks with offsets."""
+    x = mixed_sample(np.float32, seed=fmt.bits)
+    # the plain block into the format's range: near its top (float32 may hold the
+    # grid there), and where 14-bit values tie at half a spacing
+    x[:BLOCK // 2] *= np.float32(2.0 ** (fmt.int_bits - 3))
+    x[BLOCK // 2:BLOCK] *= np.float32(2.0 ** min(fmt.int_bits - 3, 12 - fmt.frac_bits))
+    # around the largest float32 at or below max, and beyond it, one per piece of
+    # the fast block (a piece holding a value beyond the fast range is redone)
+    edges = np.array([fmt.max, -fmt.max, fmt.min, 2.0 * fmt.max, fmt.max * (1 - 2.0**-20)], np.float32)
+    edges = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
+    x[5:BLOCK:PIECE][:edges.size] = edges
+    for mode in ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal"]:
+        for rand_bits in ([None, 13] if mode == "stochastic" else [None]):
+            got = rp.round(x, fmt, mode, rng=3, rand_bits=rand_bits)
+            expected = rp.round(x.astype(np.float64), fmt, mode, rng=3, rand_bits=rand_bits)
+            assert got.dtype == np.float64
+            assert_same(got, expected, f"{fmt!r} {mode} rand_bits={rand_bits}")
+    pairs = x[: 2 * BLOCK].view(np.complex64)
+    got = rp.round(pairs, fmt, "stochastic", rng=4)
+    expected = rp.round(pairs.astype(np.complex128), fmt, "stochastic", rng=4)
+    assert_same(got.view(np.float64), expected.view(np.float64), f"{fmt!r} complex64")
+    got = np.concatenate([round_chunk(x[:777], fmt, "stochastic", rng=6),
+                          round_chunk(x[777:], fmt, "stochastic", rng=6, offset=777)])
+    assert_same(got, rp.round(x.astype(np.float64), fmt, "stochastic", rng=6), f"{fmt!r} chunks")

@@ -26,6 +26,7 @@ def _bitcast(source_type, target_type):
 float64_to_bits = _bitcast(types.float64, types.int64)
 bits_to_float64 = _bitcast(types.int64, types.float64)
 float32_to_bits = _bitcast(types.float32, types.int32)
+bits_to_float32 = _bitcast(types.int32, types.float32)
 
 
 @intrinsic

@@ -38,6 +38,7 @@ from numba.extending import overload
 
 from ._bits import (
     NUMBA_OPTIONS,
+    bits_to_float32,
     bits_to_float64,
     count_leading_zeros,
     float32_to_bits,
@@ -498,13 +499,77 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
     return same_width(bits, result | (bits & sign_bit & ~unsigned_zero))
 
 
-def _loop_signature(bits_type):
-    source = types.Array(bits_type, 1, "C", readonly=True)  # writeable arrays convert to it
-    target = types.Array(bits_type, 1, "C")
-    return types.void(source, target, PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
+def widen(bits, target):
+    """`bits` of the source's carrier as bits of `target`'s: float32 bits become
+    the bits of the same value in float64 where `target` holds int64 (a widening
+    kernel), else they pass unchanged."""
+    raise NotImplementedError("widen runs inside numba kernels only")
 
 
-SIGNATURES = [_loop_signature(types.int32), _loop_signature(types.int64)]
+@overload(widen, jit_options=NUMBA_OPTIONS)
+def _widen(bits, target):
+    if bits == types.int32 and target.dtype == types.int64:
+        return lambda bits, target: float64_to_bits(np.float64(bits_to_float32(bits)))
+    return lambda bits, target: bits
+
+
+def block_buffer(source, target):
+    """For a widening kernel, a BLOCK-element int32 buffer (L1-sized) for the fast
+    loop's results, which `store_fast_output` then widens into the block's
+    target: in two loops LLVM vectorises the rounding in eight int32 lanes,
+    fused with the float64 store in four. None for other kernels."""
+    raise NotImplementedError("block_buffer runs inside numba kernels only")
+
+
+@overload(block_buffer, jit_options=NUMBA_OPTIONS)
+def _block_buffer(source, target):
+    if source.dtype == types.int32 and target.dtype == types.int64:
+        return lambda source, target: np.empty(BLOCK, np.int32)
+    return lambda source, target: None
+
+
+def fast_output(buffer, target_part):
+    """Where the fast loop writes a block: the buffer's start, or without a
+    buffer `target_part` itself."""
+    raise NotImplementedError("fast_output runs inside numba kernels only")
+
+
+@overload(fast_output, jit_options=NUMBA_OPTIONS)
+def _fast_output(buffer, target_part):
+    if isinstance(buffer, types.NoneType):
+        return lambda buffer, target_part: target_part
+    return lambda buffer, target_part: buffer[:target_part.size]
+
+
+def store_fast_output(output, target_part):
+    """Widen the fast loop's buffer into `target_part` (a widening kernel; else
+    the fast loop wrote `target_part` itself and nothing is left to do)."""
+    raise NotImplementedError("store_fast_output runs inside numba kernels only")
+
+
+@overload(store_fast_output, jit_options=NUMBA_OPTIONS)
+def _store_fast_output(output, target_part):
+    if output.dtype == types.int32 and target_part.dtype == types.int64:
+        def store(output, target_part):
+            for i in range(target_part.size):
+                target_part[i] = widen(output[i], target_part)
+        return store
+    return lambda output, target_part: None
+
+
+def _loop_signature(source_type, target_type):
+    source = types.Array(source_type, 1, "C", readonly=True)  # writeable arrays convert to it
+    target = types.Array(target_type, 1, "C")
+    return types.void(source, target, PARAMS_TYPE, PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
+
+
+# float32 -> float32, float64 -> float64, and float32 -> float64 (widening: the
+# fast path computes in float32 with its own parameters, the general path in float64)
+SIGNATURES = [
+    _loop_signature(types.int32, types.int32),
+    _loop_signature(types.int64, types.int64),
+    _loop_signature(types.int32, types.int64),
+]
 
 
 SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
@@ -522,8 +587,9 @@ SKIP = 8
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
-    fast_ok = False if general else params[P_FAST_LOW_BITS] <= params[P_FAST_HIGH_BITS]
+def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bits, general):
+    fast_ok = False if general else fast_params[P_FAST_LOW_BITS] <= fast_params[P_FAST_HIGH_BITS]
+    buffer = block_buffer(source, target)
     skipped = 0  # blocks left to do with the general loop alone
     start = 0
     while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
@@ -544,11 +610,13 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
             if tried:
                 count = same_width(source_part[0], 0)
                 weyl = wrapping_mul(block_counter, WEYL_32)
+                output_part = fast_output(buffer, target_part)
                 for i in range(source_part.size):
                     random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                     weyl = wrapping_add(weyl, WEYL_32)
-                    target_part[i] = fast_round_bits(source_part[i], params, mode, random, rand_bits)
-                    count = wrapping_add(count, irregular(source_part[i], params, mode))
+                    output_part[i] = fast_round_bits(source_part[i], fast_params, mode, random, rand_bits)
+                    count = wrapping_add(count, irregular(source_part[i], fast_params, mode))
+                store_fast_output(output_part, target_part)
                 if count > MANY:
                     skipped = SKIP
             if count != 0:
@@ -559,14 +627,15 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
                     if by_piece:
                         count = same_width(source_piece[0], 0)
                         for i in range(source_piece.size):
-                            count = wrapping_add(count, irregular(source_piece[i], params, mode))
+                            count = wrapping_add(count, irregular(source_piece[i], fast_params, mode))
                     if count != 0:
                         piece_counter = wrapping_add(block_counter, np.uint32(piece))
                         target_piece = target_part[piece:piece + piece_size]
                         for i in range(source_piece.size):
                             # the random number is dead code where the mode is deterministic
                             random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
-                            target_piece[i] = round_bits(source_piece[i], params, mode, random, rand_bits, general)
+                            bits = widen(source_piece[i], target_piece)
+                            target_piece[i] = round_bits(bits, params, mode, random, rand_bits, general)
         start = stop
 
 
@@ -580,34 +649,37 @@ def _round_loop(source, target, params, mode, key, offset, rand_bits, general):
 
 def _mode_kernel(mode_constant):
     @njit(**NUMBA_OPTIONS)
-    def round_in_mode(source, target, params, mode, key, offset, rand_bits):
-        _round_loop(source, target, params, mode_constant, key, offset, rand_bits, False)
+    def round_in_mode(source, target, fast_params, params, mode, key, offset, rand_bits):
+        _round_loop(source, target, fast_params, params, mode_constant, key, offset, rand_bits, False)
 
     return round_in_mode
 
 
 @njit(**NUMBA_OPTIONS)
-def round_general(source, target, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, params, mode, key, offset, rand_bits, True)
+def round_general(source, target, fast_params, params, mode, key, offset, rand_bits):
+    _round_loop(source, target, fast_params, params, mode, key, offset, rand_bits, True)
 
 
 MODE_KERNELS = tuple(_mode_kernel(mode) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
 KERNELS = MODE_KERNELS + (round_general,)
 
 
-def round_array_for(bits_dtype, params, mode):
+def round_array_for(source_bits, target_bits, params, mode):
     """The kernel rounding int32 (float32 data) or int64 data onto the format of
-    `params` in `mode`, called as ``kernel(source, target, params, mode, key,
-    offset, rand_bits)``: element ``i`` of `source` (carrier bits) goes to
-    ``target[i]``, which must not overlap `source`, and draws random number
+    `params` in `mode`, called as ``kernel(source, target, fast_params, params,
+    mode, key, offset, rand_bits)``: element ``i`` of `source` (carrier bits) goes
+    to ``target[i]``, which must not overlap `source`, and draws random number
     ``offset + i`` of the stream `key`, so a slice rounded with the matching
-    offset gets the bits of the whole. Its signature is compiled, or loaded from
-    numba's cache, on first use (an import loads nothing); what is returned is
-    the compiled entry point itself, which skips the dispatcher's type matching
-    (a microsecond per call): callers pass exactly the signature's types."""
+    offset gets the bits of the whole. `fast_params` are the fast path's: `params`
+    themselves, except for a widening kernel (int32 source, int64 target), whose
+    fast path rounds float32 bits with float32 parameters and whose general path
+    rounds the float64 value with `params`. Its signature is compiled, or loaded
+    from numba's cache, on first use (an import loads nothing); what is returned
+    is the compiled entry point itself, which skips the dispatcher's type
+    matching (a microsecond per call): callers pass exactly the signature's types."""
     general = params[P_DEEP] or params[P_OVERFLOW] == OVERFLOW_WRAP
     kernel = round_general if general else MODE_KERNELS[mode]
-    index = 0 if bits_dtype == np.int32 else 1
+    index = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}[source_bits, target_bits]
     entry = _ENTRY_POINTS.get((kernel, index))
     if entry is None:
         signature = SIGNATURES[index]
