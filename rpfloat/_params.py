@@ -125,8 +125,8 @@ def widening_params(fmt, policy: str):
     """
     if not isinstance(fmt, FixedFormat) or policy == "wrap" or fmt.carrier is not np.float64:
         return None
-    if fmt.frac_bits > 149 or fmt.frac_bits < -127:  # float32 cannot hold one spacing
-        return None
+    if fmt.frac_bits > 126 or fmt.frac_bits < -127:  # one spacing is no normal float32
+        return None  # (the kernel widens the fast path's results as normal numbers or 0)
     return _lower(fmt, np.dtype(np.float32), np.dtype(np.float64), policy)
 
 

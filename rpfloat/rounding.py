@@ -224,7 +224,9 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         if start != 0 or stop != source.size:
             source, target = source[start:stop], target[start:stop]
         kernel = round_array_for(source_bits, bits, params, mode)
-        kernel(source.view(source_bits), target.view(bits), fast_params, params, mode, key, offset + start, rand_bits)
+        # a widening kernel writes the float64 results as uint32 pairs (quantize.store_fast)
+        target_bits = target.view(bits) if source_bits == bits else target.view(np.uint32)
+        kernel(source.view(source_bits), target_bits, fast_params, params, mode, key, offset + start, rand_bits)
         return
     kernel = round_array_for(bits, bits, params, mode)
     source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)

@@ -187,7 +187,7 @@ WIDE_FIXED = [
     rp.FixedFormat(16, 16), rp.FixedFormat(30, 2), rp.FixedFormat(-4, 40), rp.FixedFormat(2, 51),
     rp.FixedFormat(26, 0), rp.FixedFormat(40, -8), rp.FixedFormat(20, 10, signed=False),
     rp.FixedFormat(-120, 150),  # one spacing below float32's subnormals: no float32 fast path
-    rp.FixedFormat(-110, 140),  # one spacing among float32's subnormals
+    rp.FixedFormat(-110, 140), rp.FixedFormat(-100, 126),  # one spacing a float32 subnormal; normal
     rp.FixedFormat(16, 16, overflow="wrap"),
 ]
 

@@ -31,7 +31,14 @@ carrier subnormal below the format's grid), with fewer instructions; the loops
 (`_round_loop`) run it over blocks of elements, count what lay outside its range
 and give those pieces to `round_bits` again. Both decide every case alike, and
 the tests hold both to the oracle on the same data.
+
+A widening kernel takes float32 data to a float64 result (fixed-point formats
+wider than float32, such as q16.16): its fast path rounds the float32 bits with
+float32 parameters wherever the result fits float32, its general path rounds
+the float64 value, both in the same pass over memory.
 """
+import sys
+
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
@@ -49,7 +56,7 @@ from ._bits import (
     wrapping_mul,
     bit_xor,
 )
-from .random import WEYL_32, counter_bits, segment_keys, weyl_bits
+from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
 NEAREST, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC, STOCHASTIC_EQUAL = range(8)
@@ -499,62 +506,89 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
     return same_width(bits, result | (bits & sign_bit & ~unsigned_zero))
 
 
+# A widening kernel (float32 data, float64 result) sees its target as uint32
+# pairs (each float64's low and high words: 2n words) so that every value in its
+# fast loop is 32 bits wide: LLVM then rounds eight elements per vector, where a
+# 64-bit store in the loop would make it take four. (The uint32 type is what
+# tells these functions that a kernel widens.)
+LOW_WORD, HIGH_WORD = (0, 1) if sys.byteorder == "little" else (1, 0)
+
+
 def widen(bits, target):
-    """`bits` of the source's carrier as bits of `target`'s: float32 bits become
-    the bits of the same value in float64 where `target` holds int64 (a widening
-    kernel), else they pass unchanged."""
+    """Source carrier bits as carrier bits of `target`: for a widening kernel the
+    float64 bits of the float32 whose bits these are, else `bits` unchanged."""
     raise NotImplementedError("widen runs inside numba kernels only")
 
 
 @overload(widen, jit_options=NUMBA_OPTIONS)
 def _widen(bits, target):
-    if bits == types.int32 and target.dtype == types.int64:
+    if target.dtype == types.uint32:
         return lambda bits, target: float64_to_bits(np.float64(bits_to_float32(bits)))
     return lambda bits, target: bits
 
 
-def block_buffer(source, target):
-    """For a widening kernel, a BLOCK-element int32 buffer (L1-sized) for the fast
-    loop's results, which `store_fast_output` then widens into the block's
-    target: in two loops LLVM vectorises the rounding in eight int32 lanes,
-    fused with the float64 store in four. None for other kernels."""
-    raise NotImplementedError("block_buffer runs inside numba kernels only")
+def wide_random(source):
+    """Whether the fast loop over `source` reads both halves of its random numbers
+    (float64 data): then it mixes them beforehand, a block at a time, in 32-bit
+    lanes (``random.fill_halves``)."""
+    raise NotImplementedError("wide_random runs inside numba kernels only")
 
 
-@overload(block_buffer, jit_options=NUMBA_OPTIONS)
-def _block_buffer(source, target):
-    if source.dtype == types.int32 and target.dtype == types.int64:
-        return lambda source, target: np.empty(BLOCK, np.int32)
-    return lambda source, target: None
+@overload(wide_random, jit_options=NUMBA_OPTIONS)
+def _wide_random(source):
+    wide = source.dtype == types.int64
+    return lambda source: wide
 
 
-def fast_output(buffer, target_part):
-    """Where the fast loop writes a block: the buffer's start, or without a
-    buffer `target_part` itself."""
-    raise NotImplementedError("fast_output runs inside numba kernels only")
+def words_per_element(target):
+    """2 for a widening kernel's target (uint32 pairs), else 1."""
+    raise NotImplementedError("words_per_element runs inside numba kernels only")
 
 
-@overload(fast_output, jit_options=NUMBA_OPTIONS)
-def _fast_output(buffer, target_part):
-    if isinstance(buffer, types.NoneType):
-        return lambda buffer, target_part: target_part
-    return lambda buffer, target_part: buffer[:target_part.size]
+@overload(words_per_element, jit_options=NUMBA_OPTIONS)
+def _words_per_element(target):
+    words = 2 if target.dtype == types.uint32 else 1
+    return lambda target: words
 
 
-def store_fast_output(output, target_part):
-    """Widen the fast loop's buffer into `target_part` (a widening kernel; else
-    the fast loop wrote `target_part` itself and nothing is left to do)."""
-    raise NotImplementedError("store_fast_output runs inside numba kernels only")
+def store_fast(target, i, bits):
+    """``target[i] =`` a fast-path result (source carrier bits). A widening kernel
+    writes the float64 of that float32, which is 0 or a normal number (the fast
+    range of its parameters has nothing else), in 32-bit operations."""
+    raise NotImplementedError("store_fast runs inside numba kernels only")
 
 
-@overload(store_fast_output, jit_options=NUMBA_OPTIONS)
-def _store_fast_output(output, target_part):
-    if output.dtype == types.int32 and target_part.dtype == types.int64:
-        def store(output, target_part):
-            for i in range(target_part.size):
-                target_part[i] = widen(output[i], target_part)
-        return store
-    return lambda output, target_part: None
+@overload(store_fast, jit_options=NUMBA_OPTIONS)
+def _store_fast(target, i, bits):
+    if target.dtype == types.uint32:
+        def store_pair(target, i, bits):
+            magnitude = np.uint32(np.uint32(bits) & np.uint32(0x7FFFFFFF))
+            # exponent and the top 20 significand bits, rebiased from 127 to 1023
+            high = np.uint32(shift_right(magnitude, np.uint32(3)) + np.uint32((1023 - 127) << 20))
+            high = np.uint32(high if magnitude != np.uint32(0) else np.uint32(0))
+            target[2 * i + HIGH_WORD] = np.uint32(high | (np.uint32(bits) & np.uint32(0x80000000)))
+            target[2 * i + LOW_WORD] = shift_left(magnitude, np.uint32(29))
+        return store_pair
+    def store(target, i, bits):
+        target[i] = bits
+    return store
+
+
+def store_general(target, i, bits):
+    """``target[i] =`` a general-path result (bits of the target's carrier)."""
+    raise NotImplementedError("store_general runs inside numba kernels only")
+
+
+@overload(store_general, jit_options=NUMBA_OPTIONS)
+def _store_general(target, i, bits):
+    if target.dtype == types.uint32:
+        def store_pair(target, i, bits):
+            target[2 * i + LOW_WORD] = np.uint32(np.uint64(bits) & U_LOW_32)
+            target[2 * i + HIGH_WORD] = np.uint32(np.uint64(bits) >> U_32)
+        return store_pair
+    def store(target, i, bits):
+        target[i] = bits
+    return store
 
 
 def _loop_signature(source_type, target_type):
@@ -564,11 +598,12 @@ def _loop_signature(source_type, target_type):
 
 
 # float32 -> float32, float64 -> float64, and float32 -> float64 (widening: the
-# fast path computes in float32 with its own parameters, the general path in float64)
+# fast path computes in float32 with its own parameters, the general path in
+# float64; the target is seen as int32 pairs)
 SIGNATURES = [
     _loop_signature(types.int32, types.int32),
     _loop_signature(types.int64, types.int64),
-    _loop_signature(types.int32, types.int64),
+    _loop_signature(types.int32, types.uint32),
 ]
 
 
@@ -589,8 +624,10 @@ SKIP = 8
 @njit(inline="always", **NUMBA_OPTIONS)
 def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bits, general):
     fast_ok = False if general else fast_params[P_FAST_LOW_BITS] <= fast_params[P_FAST_HIGH_BITS]
-    buffer = block_buffer(source, target)
     skipped = 0  # blocks left to do with the general loop alone
+    premixed = mode == STOCHASTIC and wide_random(source)  # a constant
+    halves = BLOCK if premixed else 0
+    high_words, low_words = np.empty(halves, np.uint32), np.empty(halves, np.uint32)
     start = 0
     while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
         index = offset + start
@@ -599,7 +636,8 @@ def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bit
         first_counter = np.uint32(index & (SEGMENT - 1))
         for block in range(start, stop, BLOCK):
             source_part = source[block:min(stop, block + BLOCK)]
-            target_part = target[block:min(stop, block + BLOCK)]
+            words = words_per_element(target)
+            target_part = target[words * block:words * min(stop, block + BLOCK)]
             block_counter = wrapping_add(first_counter, np.uint32(block - start))
             # the short loop first; the pieces of a block holding elements outside
             # its range are done again by the general loop, or the whole block
@@ -610,13 +648,16 @@ def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bit
             if tried:
                 count = same_width(source_part[0], 0)
                 weyl = wrapping_mul(block_counter, WEYL_32)
-                output_part = fast_output(buffer, target_part)
+                if premixed:
+                    fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
                 for i in range(source_part.size):
-                    random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
+                    if premixed:
+                        random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
+                    else:
+                        random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                     weyl = wrapping_add(weyl, WEYL_32)
-                    output_part[i] = fast_round_bits(source_part[i], fast_params, mode, random, rand_bits)
+                    store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
                     count = wrapping_add(count, irregular(source_part[i], fast_params, mode))
-                store_fast_output(output_part, target_part)
                 if count > MANY:
                     skipped = SKIP
             if count != 0:
@@ -630,12 +671,12 @@ def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bit
                             count = wrapping_add(count, irregular(source_piece[i], fast_params, mode))
                     if count != 0:
                         piece_counter = wrapping_add(block_counter, np.uint32(piece))
-                        target_piece = target_part[piece:piece + piece_size]
+                        target_piece = target_part[words * piece:words * (piece + piece_size)]
                         for i in range(source_piece.size):
                             # the random number is dead code where the mode is deterministic
                             random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
                             bits = widen(source_piece[i], target_piece)
-                            target_piece[i] = round_bits(bits, params, mode, random, rand_bits, general)
+                            store_general(target_piece, i, round_bits(bits, params, mode, random, rand_bits, general))
         start = stop
 
 
@@ -671,9 +712,11 @@ def round_array_for(source_bits, target_bits, params, mode):
     to ``target[i]``, which must not overlap `source`, and draws random number
     ``offset + i`` of the stream `key`, so a slice rounded with the matching
     offset gets the bits of the whole. `fast_params` are the fast path's: `params`
-    themselves, except for a widening kernel (int32 source, int64 target), whose
-    fast path rounds float32 bits with float32 parameters and whose general path
-    rounds the float64 value with `params`. Its signature is compiled, or loaded
+    themselves, except for a widening kernel (`source_bits` int32, `target_bits`
+    int64: float32 data, a float64 result, passed as its uint32 view, two words
+    per element), whose fast path rounds float32 bits with float32 parameters
+    (``rpfloat._params.widening_params``) and whose general path rounds the
+    float64 value with `params`. Its signature is compiled, or loaded
     from numba's cache, on first use (an import loads nothing); what is returned
     is the compiled entry point itself, which skips the dispatcher's type
     matching (a microsecond per call): callers pass exactly the signature's types."""
