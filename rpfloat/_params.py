@@ -35,7 +35,8 @@ def _bits_of(value: float, dtype: np.dtype) -> int:
 
 def _bits_at_most(value: float, dtype: np.dtype) -> int:
     """The carrier bits of the largest carrier number <= `value` (> 0)."""
-    rounded = np.array(value, dtype=dtype)
+    with np.errstate(over="ignore"):  # beyond the carrier's range: inf, then its max
+        rounded = np.array(value, dtype=dtype)
     if float(rounded) > value:
         rounded = np.nextafter(rounded, dtype.type(0))
     return int(rounded.view(_INT_OF[dtype]))
@@ -122,12 +123,18 @@ def widening_params(fmt, policy: str):
     the fast range ends, and the general path rounds in float64 (saturating at a
     ``max`` that float32 may not hold). The two agree wherever both apply: they
     drop the same bits, and the float64 path's extra dropped bits are zeros.
+    The kernel widens the fast path's results with integer operations that take
+    them to be 0 or normal float32 numbers: one spacing is a normal float32, and
+    the fast range ends at 2**127 at most, so that no result rounds up to 2**128.
     """
     if not isinstance(fmt, FixedFormat) or policy == "wrap" or fmt.carrier is not np.float64:
         return None
     if fmt.frac_bits > 126 or fmt.frac_bits < -127:  # one spacing is no normal float32
-        return None  # (the kernel widens the fast path's results as normal numbers or 0)
-    return _lower(fmt, np.dtype(np.float32), np.dtype(np.float64), policy)
+        return None
+    params = list(_lower(fmt, np.dtype(np.float32), np.dtype(np.float64), policy))
+    high = quantize.P_FAST_HIGH_BITS
+    params[high] = min(params[high], _bits_of(2.0**127, np.dtype(np.float32)))
+    return tuple(params)
 
 
 def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple:

@@ -189,6 +189,7 @@ WIDE_FIXED = [
     rp.FixedFormat(-120, 150),  # one spacing below float32's subnormals: no float32 fast path
     rp.FixedFormat(-110, 140), rp.FixedFormat(-100, 126),  # one spacing a float32 subnormal; normal
     rp.FixedFormat(16, 16, overflow="wrap"),
+    rp.FixedFormat(131, -105), rp.FixedFormat(140, -100),  # max beyond float32's
 ]
 
 
@@ -202,12 +203,15 @@ def test_float32_into_float64_is_float64_rounding(fmt):
     x = mixed_sample(np.float32, seed=fmt.bits)
     # the plain block into the format's range: near its top (float32 may hold the
     # grid there), and where 14-bit values tie at half a spacing
-    x[:BLOCK // 2] *= np.float32(2.0 ** (fmt.int_bits - 3))
-    x[BLOCK // 2:BLOCK] *= np.float32(2.0 ** min(fmt.int_bits - 3, 12 - fmt.frac_bits))
+    top = min(fmt.int_bits - 3, 120)
+    x[:BLOCK // 2] *= np.float32(2.0**top)
+    x[BLOCK // 2:BLOCK] *= np.float32(2.0 ** min(top, 12 - fmt.frac_bits))
     # around the largest float32 at or below max, and beyond it, one per piece of
     # the fast block (a piece holding a value beyond the fast range is redone)
-    edges = np.array([fmt.max, -fmt.max, fmt.min, 2.0 * fmt.max, fmt.max * (1 - 2.0**-20)], np.float32)
-    edges = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
+    with np.errstate(over="ignore"):  # a max beyond float32's: inf
+        edges = np.array([fmt.max, -fmt.max, fmt.min, 2.0 * fmt.max, fmt.max * (1 - 2.0**-20), 2.0**127,
+                          np.finfo(np.float32).max], np.float32)
+        edges = np.concatenate([edges, np.nextafter(edges, 0), np.nextafter(edges, np.inf)])
     x[5:BLOCK:PIECE][:edges.size] = edges
     for mode in ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal"]:
         for rand_bits in ([None, 13] if mode == "stochastic" else [None]):

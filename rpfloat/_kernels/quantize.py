@@ -74,7 +74,7 @@ PARAM_NAMES = (
     "below_drop_offset",  # dropped bits below min_normal: this - max(carrier field, 1)
     "below_tie_up",       # 1: ties below min_normal go up (no subnormals, man_bits >= 1)
     "below_quantum_bits",  # carrier bits of the spacing below min_normal
-    "max_pos_bits",       # carrier bits of the largest positive value
+    "max_pos_bits",       # carrier bits of the largest positive value (widening: float32 at or below it)
     "max_neg_bits",       # carrier bits of the magnitude of the most negative value
     "overflow",           # OVERFLOW_*
     "keep_inf",           # 1: +-inf inputs are values of the format and stay
@@ -599,7 +599,7 @@ def _loop_signature(source_type, target_type):
 
 # float32 -> float32, float64 -> float64, and float32 -> float64 (widening: the
 # fast path computes in float32 with its own parameters, the general path in
-# float64; the target is seen as int32 pairs)
+# float64; the target is seen as uint32 pairs)
 SIGNATURES = [
     _loop_signature(types.int32, types.int32),
     _loop_signature(types.int64, types.int64),
