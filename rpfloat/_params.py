@@ -70,11 +70,13 @@ def _fast_range(fmt, fields: dict, policy: str) -> dict:
     the result is 0 or one spacing. Where one spacing lies below the carrier's
     normals (bfloat16 in float32) the range starts at the smallest normal. Empty
     (low > high) for formats with one-value binades (man_bits == 0), formats
-    reaching below the carrier's normals (deep) and wrap-around."""
+    reaching below the carrier's normals (deep) and wrap-around. Negative
+    numbers are in it where the format has them (not unsigned fixed point)."""
     carrier_man_bits = fields["carrier_man_bits"]
+    magnitude_mask = (1 << (carrier_man_bits + (8 if carrier_man_bits == 23 else 11))) - 1
     if fields["deep"] or policy == "wrap" or fields["man_bits"] == 0:
         return dict(fast_low_bits=1, fast_high_bits=0, fast_low_random_bits=1, fast_aligned_bits=0,
-                    fast_drop_min=0, fast_drop_offset=0)
+                    fast_drop_min=0, fast_drop_offset=0, fast_range_mask=magnitude_mask)
     smallest_normal = 1 << carrier_man_bits
     quantum = fields["below_quantum_bits"]  # one spacing below min_normal (min_normal without subnormals)
     if isinstance(fmt, FixedFormat):
@@ -91,13 +93,15 @@ def _fast_range(fmt, fields: dict, policy: str) -> dict:
         low_random = max(quantum - ((word - carrier_man_bits - 1) << carrier_man_bits), smallest_normal)
     else:
         low = low_random = smallest_normal
+    negatives = fields["max_neg_bits"] != 0
     return dict(
         fast_low_bits=low,
-        fast_high_bits=min(fields["max_pos_bits"], fields["max_neg_bits"]),
+        fast_high_bits=min(fields["max_pos_bits"], fields["max_neg_bits"]) if negatives else fields["max_pos_bits"],
         fast_low_random_bits=low_random,
         fast_aligned_bits=max(quantum, smallest_normal),
         fast_drop_min=drop_min,
         fast_drop_offset=drop_offset,
+        fast_range_mask=magnitude_mask if negatives else -1,  # -1: negatives' bits stay below the range
     )
 
 

@@ -226,3 +226,24 @@ def test_float32_into_float64_is_float64_rounding(fmt):
     got = np.concatenate([round_chunk(x[:777], fmt, "stochastic", rng=6),
                           round_chunk(x[777:], fmt, "stochastic", rng=6, offset=777)])
     assert_same(got, rp.round(x.astype(np.float64), fmt, "stochastic", rng=6), f"{fmt!r} chunks")
+
+
+UNSIGNED = [rp.FixedFormat(8, 8, signed=False), rp.FixedFormat(20, 10, signed=False), rp.FixedFormat(2, 5, signed=False)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("fmt", UNSIGNED, ids=repr)
+def test_unsigned_formats_on_both_paths(fmt, dtype):
+    """Unsigned fixed point: positive values take the fast path, negative ones
+    (a few per block, so that the other pieces stay on it) the general path."""
+    x = np.abs(mixed_sample(dtype, seed=fmt.bits))
+    x[::301] *= -1
+    x[7::1001] = -0.0
+    result_dtype = np.result_type(x.dtype, fmt.carrier)
+    for mode in ["nearest", "nearest_away", "toward_zero", "up", "down", "odd"]:
+        expected = np.array([round_reference(value, fmt, mode, dtype=result_dtype) for value in x], result_dtype)
+        assert_same(rp.round(x, fmt, mode), expected, f"{fmt!r} {np.dtype(dtype)} {mode}")
+    for rand_bits in (None, 5):
+        got = rp.round(x, fmt, "stochastic", rng=12, rand_bits=rand_bits)
+        expected = predicted(x, fmt, "stochastic", 12, rand_bits, 0, result_dtype)
+        assert_same(got, expected, f"{fmt!r} {np.dtype(dtype)} stochastic rand_bits={rand_bits}")

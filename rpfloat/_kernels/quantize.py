@@ -93,6 +93,8 @@ PARAM_NAMES = (
     "fast_aligned_bits",  # fast path: from here up, "add a bias, clear the low bits"
     "fast_drop_min",      # fast path: bits dropped = max(fast_drop_min,
     "fast_drop_offset",   #   fast_drop_offset - carrier exponent field)
+    "fast_range_mask",    # bits & this is what must lie in the fast range: the magnitude,
+                          #   or the bits themselves where negatives are not fast (unsigned)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -101,7 +103,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -444,8 +446,10 @@ def round_bits(bits, params, mode, random, rand_bits, general):
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def irregular(bits, params, mode):
-    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0."""
-    magnitude = same_width(bits, bits & ~sign_bit_of(bits))
+    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0.
+    Where negatives are not in it (unsigned formats), the range mask keeps the
+    sign bit, so that their bits are negative integers, below the range."""
+    magnitude = same_width(bits, bits & same_width(bits, params[P_FAST_RANGE_MASK]))
     low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
     return same_width(bits, (magnitude < same_width(bits, low))
                       | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
