@@ -265,6 +265,8 @@ _buffers = threading.local()
 
 
 def _offset(offset, array) -> int:
+    if offset.__class__ is int and offset == 0:  # the common case, without the checks' cost
+        return 0
     if isinstance(offset, bool) or not isinstance(offset, numbers.Integral):
         raise TypeError(f"offset must be an int, got {type(offset).__name__}")
     if offset < 0:

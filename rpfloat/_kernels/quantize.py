@@ -724,15 +724,16 @@ def round_array_for(source_bits, target_bits, params, mode):
     from numba's cache, on first use (an import loads nothing); what is returned
     is the compiled entry point itself, which skips the dispatcher's type
     matching (a microsecond per call): callers pass exactly the signature's types."""
-    general = params[P_DEEP] or params[P_OVERFLOW] == OVERFLOW_WRAP
-    kernel = round_general if general else MODE_KERNELS[mode]
-    index = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}[source_bits, target_bits]
-    entry = _ENTRY_POINTS.get((kernel, index))
+    general = params[P_DEEP] != 0 or params[P_OVERFLOW] == OVERFLOW_WRAP
+    key = (-1 if general else mode, source_bits, target_bits)
+    entry = _ENTRY_POINTS.get(key)
     if entry is None:
-        signature = SIGNATURES[index]
+        kernel = round_general if general else MODE_KERNELS[mode]
+        signature = SIGNATURES[_SIGNATURE_INDEX[source_bits, target_bits]]
         kernel.compile(signature)
-        entry = _ENTRY_POINTS[kernel, index] = kernel.overloads[signature.args].entry_point
+        entry = _ENTRY_POINTS[key] = kernel.overloads[signature.args].entry_point
     return entry
 
 
-_ENTRY_POINTS = {}
+_SIGNATURE_INDEX = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}
+_ENTRY_POINTS = {}  # (mode, or -1 for round_general; source bits; target bits) -> compiled entry point
