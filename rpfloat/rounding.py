@@ -363,6 +363,8 @@ def _random_key(rng) -> int:
     """A 64-bit key for the counter-based generator from the `rng` argument."""
     if rng is None:
         return int.from_bytes(os.urandom(8), "little")  # fresh OS entropy
+    if rng.__class__ is int and rng >= 0:  # the common case first: isinstance on ABCs is slow
+        return _seed_key(rng)
     if isinstance(rng, np.random.Generator):
         return int(rng.integers(0, 2**64, dtype=np.uint64))
     if isinstance(rng, np.random.SeedSequence):
