@@ -764,7 +764,7 @@ def main(argv=None) -> int:
         log(f"size {fmt_size(n)}")
         for case in cases:
             for value_set in case.value_sets:
-                if case.fmt is None and n != sizes[0]:
+                if case.fmt is None and case.copy_into is None and n != sizes[0]:
                     continue  # "not installed" once
                 if (case.peer is not None and n > PEER_FULL_MAX and not args.all_peers
                         and (value_set != "normal" or (case.label, case.mode) != ("bfloat16", "nearest"))):
