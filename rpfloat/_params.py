@@ -73,7 +73,8 @@ def _fast_range(fmt, fields: dict, policy: str) -> dict:
     reaching below the carrier's normals (deep) and wrap-around. Negative
     numbers are in it where the format has them (not unsigned fixed point)."""
     carrier_man_bits = fields["carrier_man_bits"]
-    magnitude_mask = (1 << (carrier_man_bits + (8 if carrier_man_bits == 23 else 11))) - 1
+    word = 32 if carrier_man_bits == 23 else 64  # the carrier's width
+    magnitude_mask = (1 << (word - 1)) - 1
     if fields["deep"] or policy == "wrap" or fields["man_bits"] == 0:
         return dict(fast_low_bits=1, fast_high_bits=0, fast_low_random_bits=1, fast_aligned_bits=0,
                     fast_drop_min=0, fast_drop_offset=0, fast_range_mask=magnitude_mask)
@@ -88,8 +89,7 @@ def _fast_range(fmt, fields: dict, policy: str) -> dict:
     if quantum >= smallest_normal:
         low = 0
         # the fraction x / spacing has carrier_man_bits + 1 bits: they fit one
-        # word (32 or 64 bits) from 2**(carrier_man_bits + 1 - word) spacings up
-        word = 32 if carrier_man_bits == 23 else 64
+        # word from 2**(carrier_man_bits + 1 - word) spacings up
         low_random = max(quantum - ((word - carrier_man_bits - 1) << carrier_man_bits), smallest_normal)
     else:
         low = low_random = smallest_normal

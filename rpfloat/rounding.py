@@ -213,8 +213,9 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         return
     bits = _BITS_VIEW[carrier]
     target_is_carrier = target.dtype == carrier
+    shared = np.may_share_memory(source, target)  # in place: the kernel must not read its own results
     direct = None  # (source's bits view, fast-path parameters) where the kernel reads `source` itself
-    if target_is_carrier and not np.may_share_memory(source, target):
+    if target_is_carrier and not shared:
         if source.dtype == carrier:
             direct = bits, params
         elif widening is not None and source.dtype == _FLOAT32:
@@ -229,7 +230,7 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         kernel(source.view(source_bits), target_bits, fast_params, params, mode, key, offset + start, rand_bits)
         return
     kernel = round_array_for(bits, bits, params, mode)
-    source_is_carrier = source.dtype == carrier and not np.may_share_memory(source, target)
+    source_is_carrier = source.dtype == carrier and not shared
     chunk = min(CHUNK, stop - start)
     source_buffer = _scratch(0, carrier) if not source_is_carrier else None
     target_buffer = _scratch(1, carrier) if not target_is_carrier else None
