@@ -28,9 +28,16 @@ which pick "away from zero" or "toward zero" by the sign.
 Two element functions share this scheme. `round_bits` handles everything.
 `fast_round_bits` handles the common magnitudes only (no overflow, inf, NaN or
 carrier subnormal below the format's grid), with fewer instructions; the loops
-(`_round_loop`) run it over blocks of elements, count what lay outside its range
-and give those pieces to `round_bits` again. Both decide every case alike, and
-the tests hold both to the oracle on the same data.
+(the kernels `_kernel` makes) run it over blocks of elements, count what lay
+outside its range and give those pieces to `round_bits` again. Both decide
+every case alike, and the tests hold both to the oracle on the same data.
+
+Compile time: only `round_bits` is inlined in numba's IR (``inline="always"``):
+on its own it is too large for LLVM to inline, and a call per element makes the
+general path about ten times slower. Every other helper is a plain njit
+function that LLVM inlines and folds with the kernel's constant mode, giving the
+same machine code as an IR inline, which costs seconds of compilation per
+kernel (CI compiles every kernel from scratch).
 
 A widening kernel takes float32 data to a float64 result (fixed-point formats
 wider than float32, such as q16.16): its fast path rounds the float32 bits with
@@ -118,13 +125,13 @@ U_SIGN_64 = np.uint64(0x8000000000000000)
 U_LOW_32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def _truncates(mode, negative):
     """Whether `mode` rounds this sign's magnitudes toward zero (never overflows)."""
     return (mode == TOWARD_ZERO) | ((mode == UP) & negative) | ((mode == DOWN) & ~negative)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def _wrap(sig, drop, kept, negative, params):
     """Carrier bits of the two's complement wrap of the rounded fixed-point integer."""
     word_bits = params[P_WORD_BITS]
@@ -169,7 +176,7 @@ def _shift_mask(template):
     return lambda template: mask
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def step_below(magnitude, negative, params, mode):
     """Deterministic modes, below one spacing (the result is 0 or one spacing):
     whether the magnitude steps up. Nearest: a tie steps up only where the format
@@ -188,7 +195,7 @@ def step_below(magnitude, negative, params, mode):
     return False  # toward zero; the stochastic modes decide for themselves
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def directed_bias(low_mask, negative, mode):
     """toward_zero, up, down: all dropped bits (away from zero) or none."""
     zero = same_width(low_mask, 0)
@@ -216,7 +223,7 @@ def _stochastic_up(template, rest, drop, random, rand_bits):
     return _stochastic_up_64
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def top_bits_mask_32(rand_bits, word_start):
     """The bits of the 32-bit word that starts `word_start` bits below the top of
     a 64-bit random number (0: its high half, 32: its low half) that lie among
@@ -225,7 +232,7 @@ def top_bits_mask_32(rand_bits, word_start):
     return np.uint32(~((ONE << dropped) - ONE) & 0xFFFFFFFF)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def top_bits_mask_64(rand_bits):
     """The top `rand_bits` (1..64) bits of a uint64, as a mask."""
     return ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
@@ -343,7 +350,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     arithmetic stays in that width, so that float32 data fill eight SIMD lanes.
     `random` is a uint64 of random bits (used by the stochastic modes only);
     `rand_bits` in 1..64 is how many of its top bits make the probability.
-    `general` (a compile-time constant at every call) enables the two rare paths,
+    `general` (a compile-time constant in every kernel) enables the two rare paths,
     formats whose min_normal is a carrier subnormal and fixed-point wrap-around;
     the fast loops leave them out so that the loop body is a straight line that
     LLVM turns into SIMD code. Written with selects rather than early returns
@@ -444,7 +451,7 @@ def round_bits(bits, params, mode, random, rand_bits, general):
     return bits if magnitude > inf_bits else result
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def irregular(bits, params, mode):
     """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0.
     Where negatives are not in it (unsigned formats), the range mask keeps the
@@ -455,7 +462,7 @@ def irregular(bits, params, mode):
                       | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def fast_round_bits(bits, params, mode, random, rand_bits):
     """`round_bits` for magnitudes in ``[fast_low_bits, fast_high_bits]``: no NaN,
     inf or overflow (at most the format's largest value), and none below the
@@ -625,87 +632,84 @@ MANY = 64
 SKIP = 8
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
-def _round_loop(source, target, fast_params, params, mode, key, offset, rand_bits, general):
-    fast_ok = False if general else fast_params[P_FAST_LOW_BITS] <= fast_params[P_FAST_HIGH_BITS]
-    skipped = 0  # blocks left to do with the general loop alone
-    premixed = mode == STOCHASTIC and wide_random(source)  # a constant
-    halves = BLOCK if premixed else 0
-    high_words, low_words = np.empty(halves, np.uint32), np.empty(halves, np.uint32)
-    start = 0
-    while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
-        index = offset + start
-        stop = min(source.size, start + SEGMENT - (index & (SEGMENT - 1)))
-        keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
-        first_counter = np.uint32(index & (SEGMENT - 1))
-        for block in range(start, stop, BLOCK):
-            source_part = source[block:min(stop, block + BLOCK)]
-            words = words_per_element(target)
-            target_part = target[words * block:words * min(stop, block + BLOCK)]
-            block_counter = wrapping_add(first_counter, np.uint32(block - start))
-            # the short loop first; the pieces of a block holding elements outside
-            # its range are done again by the general loop, or the whole block
-            # where they are many (then the next blocks skip the short loop)
-            count = same_width(source_part[0], 1)
-            tried = fast_ok and skipped == 0
-            skipped = max(skipped - 1, 0)
-            if tried:
-                count = same_width(source_part[0], 0)
-                weyl = wrapping_mul(block_counter, WEYL_32)
-                if premixed:
-                    fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
-                for i in range(source_part.size):
-                    if premixed:
-                        random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
-                    else:
-                        random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
-                    weyl = wrapping_add(weyl, WEYL_32)
-                    store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
-                    count = wrapping_add(count, irregular(source_part[i], fast_params, mode))
-                if count > MANY:
-                    skipped = SKIP
-            if count != 0:
-                by_piece = tried and count <= MANY
-                piece_size = PIECE if by_piece else BLOCK
-                for piece in range(0, source_part.size, piece_size):
-                    source_piece = source_part[piece:piece + piece_size]
-                    if by_piece:
-                        count = same_width(source_piece[0], 0)
-                        for i in range(source_piece.size):
-                            count = wrapping_add(count, irregular(source_piece[i], fast_params, mode))
-                    if count != 0:
-                        piece_counter = wrapping_add(block_counter, np.uint32(piece))
-                        target_piece = target_part[words * piece:words * (piece + piece_size)]
-                        for i in range(source_piece.size):
-                            # the random number is dead code where the mode is deterministic
-                            random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
-                            bits = widen(source_piece[i], target_piece)
-                            store_general(target_piece, i, round_bits(bits, params, mode, random, rand_bits, general))
-        start = stop
-
-
 # One kernel per mode, each compiled (or loaded from numba's cache) on its first
-# use, so that a first call compiles one loop, not nine. Each passes its mode as
+# use, so that a first call compiles one loop, not nine. Each has its mode as
 # a constant (a closure variable, which numba compiles in and keys its cache on):
 # the loop is compiled for that mode alone. `round_general` serves the rare
 # formats (min_normal below the carrier's normals, fixed-point wrap) in every
-# mode, without the fast path.
+# mode (its argument), without the fast path.
 
 
-def _mode_kernel(mode_constant):
+def _kernel(mode_constant, general):
+    """The kernel for one mode (`mode_constant`; -1: the mode argument), with or
+    without the rare paths of `round_bits` (`general`, no fast path). The loop is
+    written here, in the kernel itself, rather than in a function inlined into
+    each kernel: numba copies what it inlines, and copying the loop with its
+    inlined `round_bits` doubled the compile time of every kernel."""
     @njit(**NUMBA_OPTIONS)
-    def round_in_mode(source, target, fast_params, params, mode, key, offset, rand_bits):
-        _round_loop(source, target, fast_params, params, mode_constant, key, offset, rand_bits, False)
+    def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
+        mode = mode_argument if mode_constant < 0 else mode_constant
+        fast_ok = False if general else fast_params[P_FAST_LOW_BITS] <= fast_params[P_FAST_HIGH_BITS]
+        skipped = 0  # blocks left to do with the general loop alone
+        premixed = mode == STOCHASTIC and wide_random(source)  # a constant where the mode is
+        halves = BLOCK if premixed else 0
+        high_words, low_words = np.empty(halves, np.uint32), np.empty(halves, np.uint32)
+        start = 0
+        while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
+            index = offset + start
+            stop = min(source.size, start + SEGMENT - (index & (SEGMENT - 1)))
+            keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+            first_counter = np.uint32(index & (SEGMENT - 1))
+            for block in range(start, stop, BLOCK):
+                source_part = source[block:min(stop, block + BLOCK)]
+                words = words_per_element(target)
+                target_part = target[words * block:words * min(stop, block + BLOCK)]
+                block_counter = wrapping_add(first_counter, np.uint32(block - start))
+                # the short loop first; the pieces of a block holding elements outside
+                # its range are done again by the general loop, or the whole block
+                # where they are many (then the next blocks skip the short loop)
+                count = same_width(source_part[0], 1)
+                tried = fast_ok and skipped == 0
+                skipped = max(skipped - 1, 0)
+                if tried:
+                    count = same_width(source_part[0], 0)
+                    weyl = wrapping_mul(block_counter, WEYL_32)
+                    if premixed:
+                        fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
+                    for i in range(source_part.size):
+                        if premixed:
+                            random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
+                        else:
+                            random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
+                        weyl = wrapping_add(weyl, WEYL_32)
+                        store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
+                        count = wrapping_add(count, irregular(source_part[i], fast_params, mode))
+                    if count > MANY:
+                        skipped = SKIP
+                if count != 0:
+                    by_piece = tried and count <= MANY
+                    piece_size = PIECE if by_piece else BLOCK
+                    for piece in range(0, source_part.size, piece_size):
+                        source_piece = source_part[piece:piece + piece_size]
+                        if by_piece:
+                            count = same_width(source_piece[0], 0)
+                            for i in range(source_piece.size):
+                                count = wrapping_add(count, irregular(source_piece[i], fast_params, mode))
+                        if count != 0:
+                            piece_counter = wrapping_add(block_counter, np.uint32(piece))
+                            target_piece = target_part[words * piece:words * (piece + piece_size)]
+                            for i in range(source_piece.size):
+                                # the random number is dead code where the mode is deterministic
+                                random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
+                                bits = widen(source_piece[i], target_piece)
+                                store_general(target_piece, i, round_bits(bits, params, mode, random, rand_bits, general))
+            start = stop
 
-    return round_in_mode
+    return round_array
 
 
-@njit(**NUMBA_OPTIONS)
-def round_general(source, target, fast_params, params, mode, key, offset, rand_bits):
-    _round_loop(source, target, fast_params, params, mode, key, offset, rand_bits, True)
-
-
-MODE_KERNELS = tuple(_mode_kernel(mode) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
+MODE_KERNELS = tuple(_kernel(mode, False) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
+round_general = _kernel(-1, True)
 KERNELS = MODE_KERNELS + (round_general,)
 
 

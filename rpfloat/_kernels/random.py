@@ -43,7 +43,7 @@ LOW_32 = np.uint64(0xFFFFFFFF)
 U32_32 = np.uint64(32)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def splitmix64(key, index):
     """The `index`-th (0-based) 64-bit output of SplitMix64 seeded with `key`."""
     z = key + (np.uint64(index) + ONE) * GOLDEN_GAMMA
@@ -52,7 +52,7 @@ def splitmix64(key, index):
     return z ^ (z >> SHIFT_31)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def _mix(value, multipliers, last_shift):
     value = bit_xor(value, shift_right(value, np.uint32(16)))
     value = wrapping_mul(value, multipliers[0])
@@ -61,20 +61,20 @@ def _mix(value, multipliers, last_shift):
     return bit_xor(value, shift_right(value, last_shift))
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def segment_keys(key, segment):
     """The two 32-bit keys of numbers ``segment * 2**32`` to ``segment * 2**32 + 2**32 - 1``."""
     mixed = splitmix64(key, segment)
     return np.uint32(mixed >> U32_32), np.uint32(mixed & LOW_32)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def counter_bits(keys, counter):
     """Number ``counter`` (a uint32: the low 32 bits of n) of the segment with `keys`, as a uint64."""
     return weyl_bits(keys, wrapping_mul(counter, WEYL_32))
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def weyl_bits(keys, weyl):
     """`counter_bits` from ``counter * 0x9E3779B9`` (mod 2**32): loops step it by
     WEYL_32 rather than multiply."""
@@ -83,7 +83,7 @@ def weyl_bits(keys, weyl):
     return shift_left(np.uint64(high), U32_32) | np.uint64(low)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def fill_halves(keys, weyl, high, low):
     """``high[i] << 32 | low[i]`` = ``weyl_bits(keys, weyl + i * WEYL_32)`` for every
     i, in two loops: each mixes in eight 32-bit lanes, where a loop over 64-bit
@@ -98,7 +98,7 @@ def fill_halves(keys, weyl, high, low):
         step = wrapping_add(step, WEYL_32)
 
 
-@njit(inline="always", **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
 def random_bits(key, index):
     """Number `index` (an int64 >= 0) of the stream `key` (a uint64), as a uint64."""
     index = np.uint64(index)
