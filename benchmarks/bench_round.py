@@ -385,6 +385,9 @@ class Row:
     vs_ml: str = "-"
     same: str = "-"
     target: str = "-"
+    seconds: float | None = None     # the measured figures behind the strings above
+    ratio: float | None = None       # (None: not measured)
+    ml_seconds: float | None = None
 
     def cells(self):
         return [self.what, self.values, self.size, self.runs, self.per_call, self.mels,
@@ -430,6 +433,10 @@ class Runner:
         self.log = log
         self._copy: dict = {}
         self._ml: dict = {}
+
+    def new_round(self) -> None:
+        """Measure the ml_dtypes round trips again (they are kept within a round)."""
+        self._ml.clear()
 
     def copyto(self, n: int, dtype) -> Callable[[], object]:
         """np.copyto of an array of `n` elements of `dtype` (the arrays are kept)."""
@@ -487,17 +494,49 @@ class Runner:
         finally:
             set_threads(1)
         row.runs = str(runs)
-        row.per_call = fmt_time(t)
-        row.mels = f"{n / t / 1e6:,.1f}"
-        row.vs_copy = fmt_ratio(vs_copy)
+        row.seconds, row.ratio = t, vs_copy
+        set_figures(row, n)
         ml = self.ml_time(case, value_set, x)
         if ml is not None:
-            row.vs_ml = fmt_ratio(ml[0] / t)
+            row.ml_seconds = ml[0]
+            set_figures(row, n)
             # ml_dtypes casts float64 to bfloat16 through float32 (double rounding),
             # so only float32 input is a bit-exact reference.
             if case.peer is None and case.mode == "nearest" and case.dtype == np.float32:
                 row.same = "yes" if same_values(result, ml[1]) else "**NO**"
         return row
+
+
+def set_figures(row: Row, n: int) -> None:
+    """The row's time, throughput and ratio columns from its measured figures."""
+    row.per_call = fmt_time(row.seconds)
+    row.mels = f"{n / row.seconds / 1e6:,.1f}"
+    row.vs_copy = fmt_ratio(row.ratio)
+    if row.ml_seconds is not None:
+        row.vs_ml = fmt_ratio(row.ml_seconds / row.seconds)
+
+
+def merge_rounds(rounds: list[list[Row]], sizes_of: list[int]) -> list[Row]:
+    """One row per measurement: the median over rounds of its time, of its
+    × copyto ratio and of its ml_dtypes time (each a median of its own runs).
+    A row that failed in any round keeps that round's text."""
+    merged = []
+    for i, row in enumerate(rounds[0]):
+        same = [r[i] for r in rounds]
+        if any(r.seconds is None for r in same):
+            merged.append(next((r for r in same if r.seconds is None), row))
+            continue
+        row.seconds = statistics.median(r.seconds for r in same)
+        if row.ratio is not None:
+            row.ratio = statistics.median(r.ratio for r in same)
+        if row.ml_seconds is not None:
+            row.ml_seconds = statistics.median(r.ml_seconds for r in same)
+        row.runs = f"{row.runs}×{len(rounds)}"
+        if any(r.same == "**NO**" for r in same):
+            row.same = "**NO**"
+        set_figures(row, sizes_of[i])
+        merged.append(row)
+    return merged
 
 
 # --------------------------------------------------------------------------- overheads
@@ -714,7 +753,10 @@ def header(args, sizes, peers) -> str:
         f"warm-up (fewer, ≥ 3, for calls over {BUDGET_S / args.repeats:.2f} s: see `runs`); "
         f"× copyto: median of per-run ratios, each run paired with a copy run just before it; "
         f"rp rows write into a preallocated `out=` unless marked allocating; 1 numba thread "
-        f"unless `2T`" + ("; **--quick smoke run**" if args.quick else ""),
+        f"unless `2T`" + ("; **--quick smoke run**" if args.quick else "")
+        + (f"; **{args.rounds} rounds**: the whole table was measured {args.rounds} times and "
+           f"every figure is the median over the rounds (`runs`: runs per round × rounds)"
+           if args.rounds > 1 else ""),
     ])
 
 
@@ -729,6 +771,9 @@ def main(argv=None) -> int:
     parser.add_argument("--sizes", type=lambda s: [int(float(v)) for v in s.split(",")],
                         help="comma-separated sizes, e.g. 1e4,1e6 (overrides the defaults)")
     parser.add_argument("--repeats", type=int, default=None, help=f"timed runs (default {REPEATS})")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="repeat the whole throughput table N times and report each row's "
+                             "median over the rounds (steadier figures on a busy machine)")
     parser.add_argument("--filter", default=None,
                         help="regex: only throughput rows whose `what` matches (e.g. 'bfloat16')")
     parser.add_argument("--all-peers", action="store_true",
@@ -738,6 +783,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-overheads", action="store_true",
                         help="skip the small-array, cold-start and memory checks")
     args = parser.parse_args(argv)
+    if args.rounds < 1:
+        parser.error("--rounds must be at least 1")
     if args.repeats is None:
         args.repeats = 3 if args.quick else REPEATS
     sizes = args.sizes or ([10**5] if args.quick else list(DEFAULT_SIZES))
@@ -759,20 +806,27 @@ def main(argv=None) -> int:
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.what())]
     runner = Runner(args.repeats, log)
-    rows = []
-    for n in sizes:
-        log(f"size {fmt_size(n)}")
-        for case in cases:
-            for value_set in case.value_sets:
-                if case.fmt is None and case.copy_into is None and n != sizes[0]:
-                    continue  # "not installed" once
-                if (case.peer is not None and n > PEER_FULL_MAX and not args.all_peers
-                        and (value_set != "normal" or (case.label, case.mode) != ("bfloat16", "nearest"))):
-                    continue
-                row = runner.run_case(case, n, value_set)
-                rows.append(row)
-                log(f"  {row.what} [{row.values}]: {row.mels} M elem/s, × copyto {row.vs_copy}")
-        clear_inputs()
+    rounds, sizes_of = [], []
+    for round_number in range(args.rounds):
+        runner.new_round()
+        rows, sizes_of = [], []
+        for n in sizes:
+            log(f"size {fmt_size(n)}" + (f", round {round_number + 1} of {args.rounds}"
+                                         if args.rounds > 1 else ""))
+            for case in cases:
+                for value_set in case.value_sets:
+                    if case.fmt is None and case.copy_into is None and n != sizes[0]:
+                        continue  # "not installed" once
+                    if (case.peer is not None and n > PEER_FULL_MAX and not args.all_peers
+                            and (value_set != "normal" or (case.label, case.mode) != ("bfloat16", "nearest"))):
+                        continue
+                    row = runner.run_case(case, n, value_set)
+                    rows.append(row)
+                    sizes_of.append(n)
+                    log(f"  {row.what} [{row.values}]: {row.mels} M elem/s, × copyto {row.vs_copy}")
+            clear_inputs()
+        rounds.append(rows)
+    rows = merge_rounds(rounds, sizes_of) if args.rounds > 1 else rounds[0]
 
     overheads = []
     if not args.no_overheads:
