@@ -11,7 +11,8 @@ import numba
 import numpy as np
 
 from . import _codes
-from ._kernels.quantize import P_CARRIER_MAN_BITS, round_array_for
+from ._kernels.quantize import P_CARRIER_MAN_BITS
+from ._kernels.scaled import kernel_for
 from ._params import kernel_params, widening_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
@@ -224,12 +225,12 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         source_bits, fast_params = direct
         if start != 0 or stop != source.size:
             source, target = source[start:stop], target[start:stop]
-        kernel = round_array_for(source_bits, bits, params, mode)
+        kernel = kernel_for(source_bits, bits, params, mode)
         # a widening kernel writes the float64 results as uint32 pairs (quantize.store_fast)
         target_bits = target.view(bits) if source_bits == bits else target.view(np.uint32)
         kernel(source.view(source_bits), target_bits, fast_params, params, mode, key, offset + start, rand_bits)
         return
-    kernel = round_array_for(bits, bits, params, mode)
+    kernel = kernel_for(bits, bits, params, mode)
     source_is_carrier = source.dtype == carrier and not shared
     chunk = min(CHUNK, stop - start)
     source_buffer = _scratch(0, carrier) if not source_is_carrier else None

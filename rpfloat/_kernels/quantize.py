@@ -102,6 +102,8 @@ PARAM_NAMES = (
     "fast_drop_offset",   #   fast_drop_offset - carrier exponent field)
     "fast_range_mask",    # bits & this is what must lie in the fast range: the magnitude,
                           #   or the bits themselves where negatives are not fast (unsigned)
+    "scaled",             # 1: fixed point that kernel `scaled.round_scaled` rounds in
+                          #   nearest, up, down and toward_zero
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -110,7 +112,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -733,10 +735,16 @@ def round_array_for(source_bits, target_bits, params, mode):
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
         kernel = round_general if general else MODE_KERNELS[mode]
-        signature = SIGNATURES[_SIGNATURE_INDEX[source_bits, target_bits]]
-        kernel.compile(signature)
-        entry = _ENTRY_POINTS[key] = kernel.overloads[signature.args].entry_point
+        entry = _ENTRY_POINTS[key] = entry_point(kernel, source_bits, target_bits)
     return entry
+
+
+def entry_point(kernel, source_bits, target_bits):
+    """`kernel` (one of the array kernels) compiled, or loaded from numba's cache,
+    for int32 or int64 `source_bits` into `target_bits`: its compiled entry point."""
+    signature = SIGNATURES[_SIGNATURE_INDEX[source_bits, target_bits]]
+    kernel.compile(signature)
+    return kernel.overloads[signature.args].entry_point
 
 
 _SIGNATURE_INDEX = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}

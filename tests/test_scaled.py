@@ -1,0 +1,133 @@
+"""The scaled-integer kernel for fixed point (``rpfloat._kernels.scaled``).
+
+It must agree bit for bit, NaN payloads included, with the bit-level kernel
+(``quantize``) that every other test holds to the oracle, over sweeps of every
+float16 pattern and of float32 patterns covering every exponent, and with the
+exact oracle itself on the small fixed formats, enumerated.
+"""
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat._kernels import quantize, scaled
+from rpfloat._params import kernel_params, widening_params
+from reference import fixed_range, round_reference
+
+SCALED_MODES = {"nearest": quantize.NEAREST, "up": quantize.UP, "down": quantize.DOWN,
+                "toward_zero": quantize.TOWARD_ZERO}
+
+FORMATS = [
+    rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(4, 4),
+    rp.FixedFormat(3, 5, signed=False), rp.FixedFormat(0, 24, signed=False), rp.FixedFormat(1, 23),
+    rp.FixedFormat(24, 0), rp.FixedFormat(12, 12), rp.FixedFormat(1, 0), rp.FixedFormat(-3, 8),
+    rp.FixedFormat(10, 40), rp.FixedFormat(0, 53, signed=False), rp.FixedFormat(-100, 110),
+]
+
+
+def _float32_sweep() -> np.ndarray:
+    """Every pattern of a float32's top 16 bits with 7 low halves: every exponent,
+    both signs, subnormals, inf, NaN payloads (quiet and signalling), ties."""
+    high = np.arange(0, 0x10000, dtype=np.uint32)
+    low = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234], dtype=np.uint32)
+    return ((high[:, None] << 16) | low).ravel().view(np.float32)
+
+
+def _float16_sweep() -> np.ndarray:
+    return np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
+
+
+def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
+    """`xs` (float32 or float64) rounded by the bit-level kernel, called as
+    ``rpfloat.rounding`` calls it, without the scaled kernel."""
+    result_dtype = np.result_type(xs.dtype, fmt.carrier)
+    params = kernel_params(fmt, result_dtype, "saturate")
+    out = np.empty(xs.shape, result_dtype)
+    source_bits = np.int32 if xs.dtype == np.float32 else np.int64
+    if result_dtype == xs.dtype:
+        target, fast_params, target_bits = out.view(source_bits), params, source_bits
+    else:  # float32 into float64: the widening kernel, or rounding the float64 values
+        fast_params = widening_params(fmt, "saturate")
+        if fast_params is None:
+            xs, source_bits, fast_params = xs.astype(np.float64), np.int64, params
+            target = out.view(np.int64)
+        else:
+            target = out.view(np.uint32)
+        target_bits = np.int64
+    kernel = quantize.round_array_for(source_bits, target_bits, params, SCALED_MODES[mode])
+    kernel(xs.view(source_bits), target, fast_params, params, SCALED_MODES[mode], np.uint64(0), 0, 64)
+    return out
+
+
+def _uses_scaled(fmt, dtype) -> bool:
+    params = kernel_params(fmt, np.dtype(np.result_type(dtype, fmt.carrier)), "saturate")
+    return bool(params[quantize.P_SCALED])
+
+
+@pytest.mark.parametrize("mode", SCALED_MODES)
+@pytest.mark.parametrize("fmt", FORMATS, ids=repr)
+def test_scaled_kernel_matches_bit_kernel(fmt, mode):
+    with np.errstate(invalid="ignore"):  # casting signalling NaNs
+        sweeps = (_float32_sweep(), _float16_sweep().astype(np.float32), _float32_sweep().astype(np.float64))
+    for xs in sweeps:
+        if not _uses_scaled(fmt, xs.dtype):
+            continue
+        got = rp.round(xs, fmt, mode)
+        want = _bit_kernel(xs, fmt, mode)
+        assert got.dtype == want.dtype
+        bits = np.int64 if got.dtype == np.float64 else np.int32
+        bad = np.flatnonzero(got.view(bits) != want.view(bits))
+        assert bad.size == 0, (f"{fmt!r} {mode} on {xs.dtype}: {bad.size} differ, e.g. "
+                               f"x={xs[bad[:4]]!r} scaled={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
+
+
+def test_the_formats_cover_every_carrier_path():
+    """The sweep above reaches the scaled kernel for each signature (float32,
+    float64, and float32 into float64) and leaves out what it must not take."""
+    assert _uses_scaled(rp.FixedFormat(8, 8), np.float32)           # float32 -> float32
+    assert _uses_scaled(rp.FixedFormat(16, 16), np.float32)         # float32 -> float64
+    assert _uses_scaled(rp.FixedFormat(10, 40), np.float64)         # float64 -> float64
+    assert _uses_scaled(rp.FixedFormat(-100, 110), np.float32)      # x * 2**110 may overflow: clamped
+    assert not _uses_scaled(rp.FixedFormat(30, -10), np.float64)    # frac_bits < 0: x * 2**-10 may underflow
+    params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "wrap")
+    assert not params[quantize.P_SCALED]
+    params = kernel_params(rp.FloatFormat(4, 3), np.dtype(np.float32), "saturate")
+    assert not params[quantize.P_SCALED]
+
+
+def test_other_modes_take_the_bit_kernel():
+    params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "saturate")
+    for mode in (quantize.NEAREST_AWAY, quantize.ODD, quantize.STOCHASTIC, quantize.STOCHASTIC_EQUAL):
+        kernel = scaled.kernel_for(np.int32, np.int32, params, mode)
+        assert kernel is quantize.round_array_for(np.int32, np.int32, params, mode)
+    assert scaled.kernel_for(np.int32, np.int32, params, quantize.NEAREST) is not \
+        quantize.round_array_for(np.int32, np.int32, params, quantize.NEAREST)
+
+
+def _small_fixed_formats():
+    for word in range(1, 7):
+        for int_bits in (0, 1, word // 2, word):
+            for signed in (True, False):
+                yield rp.FixedFormat(int_bits, word - int_bits, signed=signed)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scaled_kernel_matches_oracle_on_small_formats(dtype):
+    """Every value of every small format, the points between them (ties and
+    quarters), beyond the range, and the special values, against the exact oracle."""
+    checked = 0
+    for fmt in _small_fixed_formats():
+        assert _uses_scaled(fmt, dtype)
+        kmin, kmax = fixed_range(fmt)
+        ks = np.arange(kmin - 5, kmax + 6, dtype=np.float64)
+        xs = np.concatenate([ks, ks + 0.5, ks + 0.25, ks + 0.75, -ks - 0.5]) * 2.0**-fmt.frac_bits
+        xs = np.concatenate([xs, [np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30, 1e-30, -1e-30]])
+        xs = xs.astype(dtype)
+        for mode in SCALED_MODES:
+            got = rp.round(xs, fmt, mode)
+            for x, value in zip(xs, got):
+                want = round_reference(float(x), fmt, mode, None)
+                same = (np.isnan(want) and np.isnan(value)) or (
+                    want == value and np.signbit(want) == np.signbit(value))
+                assert same, f"{fmt!r} {mode} x={x!r}: expected {want!r}, got {value!r}"
+                checked += 1
+    assert checked > 10_000
