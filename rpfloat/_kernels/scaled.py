@@ -77,28 +77,18 @@ def _to_bits(value):
     return lambda value: float64_to_bits(value)
 
 
-def carrier_zero(target):
-    """0.0 as a float of `target`'s carrier (int32 target: float32, int64: float64)."""
-    raise NotImplementedError("carrier_zero runs inside numba kernels only")
+def carrier_float(target, value):
+    """The float64 `value` as a float of `target`'s carrier (int32 target:
+    float32, int64: float64); exact for the powers of two and integers it is
+    used for."""
+    raise NotImplementedError("carrier_float runs inside numba kernels only")
 
 
-@overload(carrier_zero, jit_options=NUMBA_OPTIONS)
-def _carrier_zero(target):
-    zero = np.float32(0.0) if target.dtype == types.int32 else np.float64(0.0)
-    return lambda target: zero
-
-
-def carrier_constant(template, value):
-    """The float64 `value` as a float of `template`'s type (exact for the
-    powers of two and integers it is used for)."""
-    raise NotImplementedError("carrier_constant runs inside numba kernels only")
-
-
-@overload(carrier_constant, jit_options=NUMBA_OPTIONS)
-def _carrier_constant(template, value):
-    if template == types.float32:
-        return lambda template, value: np.float32(value)
-    return lambda template, value: np.float64(value)
+@overload(carrier_float, jit_options=NUMBA_OPTIONS)
+def _carrier_float(target, value):
+    if target.dtype == types.int32:
+        return lambda target, value: np.float32(value)
+    return lambda target, value: np.float64(value)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -117,7 +107,7 @@ def scaled_round(bits, target, scale, inverse, low, high, mode):
         count = np.trunc(scaled)
     count = low if count < low else count  # NaN compares false and stays
     count = high if count > high else count
-    result = count * inverse + carrier_constant(scale, 0.0)
+    result = count * inverse + carrier_float(target, 0.0)
     return to_bits(value) if value != value else to_bits(result)
 
 
@@ -132,11 +122,9 @@ def round_scaled(source, target, fast_params, params, mode, key, offset, rand_bi
         low_64, high_64 = -np.float64(1 << (word_bits - 1)), np.float64((1 << (word_bits - 1)) - 1)
     else:
         low_64, high_64 = np.float64(0.0), np.float64((1 << word_bits) - 1)
-    template = carrier_zero(target)
-    inverse = carrier_constant(template, inverse_64)
-    scale = carrier_constant(template, 1.0 / inverse_64)
-    low, high = carrier_constant(template, low_64), carrier_constant(template, high_64)
-    # one loop per mode, each with its rounding instruction
+    inverse, scale = carrier_float(target, inverse_64), carrier_float(target, 1.0 / inverse_64)
+    low, high = carrier_float(target, low_64), carrier_float(target, high_64)
+    # one loop per mode: the rounding direction is part of the instruction
     if mode == NEAREST:
         for i in range(source.size):
             target[i] = scaled_round(source[i], target, scale, inverse, low, high, NEAREST)
