@@ -43,6 +43,10 @@ A widening kernel takes float32 data to a float64 result (fixed-point formats
 wider than float32, such as q16.16): its fast path rounds the float32 bits with
 float32 parameters wherever the result fits float32, its general path rounds
 the float64 value, both in the same pass over memory.
+
+Fixed point with saturation in nearest, up, down and toward_zero (most
+fixed-point use) takes a shorter kernel of its own instead, built on the
+hardware's rounding instructions: ``scaled.round_scaled``.
 """
 import sys
 
