@@ -131,3 +131,29 @@ def test_scaled_kernel_matches_oracle_on_small_formats(dtype):
                 assert same, f"{fmt!r} {mode} x={x!r}: expected {want!r}, got {value!r}"
                 checked += 1
     assert checked > 10_000
+
+
+@pytest.mark.parametrize("fmt, dtype", [(rp.FixedFormat(8, 8), np.float32),
+                                        (rp.FixedFormat(16, 16), np.float32),
+                                        (rp.FixedFormat(16, 16), np.float64)])
+def test_scaled_kernel_on_every_memory_path(fmt, dtype):
+    """In place, strided, byte-swapped, float16 and threaded inputs reach the
+    scaled kernel through rpfloat.rounding's buffers and ranges; each must give
+    what a plain contiguous call gives."""
+    from rpfloat import rounding
+    size = 2 * rounding.PARALLEL_THRESHOLD + 12_345  # above the threshold: 2 threads where numba has them
+    xs = (np.random.default_rng(7).standard_normal(size) * 300).astype(dtype)
+    for mode in SCALED_MODES:
+        want = rp.round(xs, fmt, mode)
+        assert np.array_equal(rp.round(xs[::-1].copy()[::-1], fmt, mode), want)
+        assert np.array_equal(rp.round(xs.astype(xs.dtype.newbyteorder()), fmt, mode), want)
+        strided = np.empty(2 * size, dtype)
+        strided[::2] = xs
+        assert np.array_equal(rp.round(strided[::2], fmt, mode), want)
+        if want.dtype == dtype:
+            inplace = xs.copy()
+            assert rp.round(inplace, fmt, mode, out=inplace) is inplace
+            assert np.array_equal(inplace, want)
+        halves = xs[:1000].astype(np.float16)
+        assert np.array_equal(rp.round(halves, fmt, mode), rp.round(halves.astype(np.float32), fmt, mode).astype(
+            np.result_type(np.float16, fmt.carrier)))
