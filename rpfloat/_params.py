@@ -175,8 +175,8 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             scale_bits=_bits_of(quantum, np.dtype(np.float64)),
             bias_parity=0,
             half_quantum_bits=_half_bits(-fmt.frac_bits, carrier),
-            # scaled.round_scaled: x * 2**frac_bits never underflows, 2**-frac_bits
-            # is a normal number of the carrier, and every k fits its significand
+            # scaled.round_scaled: x * 2**frac_bits never underflows, 2**frac_bits is
+            # finite and 2**-frac_bits normal in the carrier, and every k fits its significand
             scaled=int(policy == "saturate" and 0 <= fmt.frac_bits < info.maxexp - 1
                        and fmt.bits <= carrier_man_bits + 1),
         )

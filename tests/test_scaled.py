@@ -5,6 +5,12 @@ It must agree bit for bit, NaN payloads included, with the bit-level kernel
 float16 pattern and of float32 patterns covering every exponent, and with the
 exact oracle itself on the small fixed formats, enumerated.
 """
+import contextlib
+import ctypes
+import ctypes.util
+import platform
+import sys
+
 import numpy as np
 import pytest
 
@@ -157,3 +163,78 @@ def test_scaled_kernel_on_every_memory_path(fmt, dtype):
         halves = xs[:1000].astype(np.float16)
         assert np.array_equal(rp.round(halves, fmt, mode), rp.round(halves.astype(np.float32), fmt, mode).astype(
             np.result_type(np.float16, fmt.carrier)))
+
+
+# The thread's floating-point environment: glibc on x86-64 only (fenv_t is 32 bytes
+# there, with the SSE control register MXCSR at offset 28).
+_X86_64_GLIBC = sys.platform == "linux" and platform.machine() == "x86_64"
+_LIBM = ctypes.CDLL(ctypes.util.find_library("m")) if _X86_64_GLIBC else None
+DENORMALS_ARE_ZERO, FLUSH_TO_ZERO = 0x0040, 0x8000
+FE_TONEAREST, FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO = 0x000, 0x400, 0x800, 0xC00
+
+
+@contextlib.contextmanager
+def _mxcsr_with(bits):
+    env = (ctypes.c_char * 32)()
+    assert _LIBM.fegetenv(env) == 0
+    saved = bytes(env)
+    mxcsr = int.from_bytes(saved[28:32], "little") | bits
+    ctypes.memmove(ctypes.addressof(env) + 28, mxcsr.to_bytes(4, "little"), 4)
+    assert _LIBM.fesetenv(env) == 0
+    try:
+        yield
+    finally:
+        assert _LIBM.fesetenv((ctypes.c_char * 32).from_buffer_copy(saved)) == 0
+
+
+@contextlib.contextmanager
+def _rounding_direction(direction):
+    assert _LIBM.fesetround(direction) == 0
+    try:
+        yield
+    finally:
+        assert _LIBM.fesetround(FE_TONEAREST) == 0
+
+
+_ENVIRONMENT_FORMATS = [rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(8, 0),
+                        rp.FixedFormat(-102, 126)]
+
+
+@pytest.mark.skipif(not _X86_64_GLIBC, reason="sets MXCSR through glibc's x86-64 fenv_t")
+@pytest.mark.parametrize("bits", [DENORMALS_ARE_ZERO, FLUSH_TO_ZERO, DENORMALS_ARE_ZERO | FLUSH_TO_ZERO])
+def test_results_do_not_depend_on_flushing_subnormals(bits):
+    """Some libraries turn on denormals-are-zero / flush-to-zero for the whole
+    process: subnormal inputs must still round up and down exactly (the scaled
+    kernel is then not used, and the widening kernel's general path widens
+    float32 subnormals with integers)."""
+    xs = _float32_sweep()
+    subnormal = np.array([2.0**-149, -2.0**-149, 2.0**-130, 2.0**-127, -2.0**-127], np.float32)
+    for fmt in _ENVIRONMENT_FORMATS:
+        for mode in SCALED_MODES:
+            want = rp.round(xs, fmt, mode)
+            with _mxcsr_with(bits):
+                assert scaled._keeps_subnormals() is False
+                got = rp.round(xs, fmt, mode)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
+        with _mxcsr_with(bits):
+            up = rp.round(subnormal, fmt, "up")
+        assert np.array_equal(up, np.where(subnormal > 0, 2.0**-fmt.frac_bits, 0.0).astype(up.dtype))
+    assert scaled._keeps_subnormals() is True
+
+
+@pytest.mark.skipif(not _X86_64_GLIBC, reason="sets the rounding direction through glibc")
+@pytest.mark.parametrize("direction", [FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO])
+def test_results_do_not_depend_on_the_rounding_direction(direction):
+    """Ties to even and the sign of zero stay right whatever fesetround says."""
+    xs = _float32_sweep()
+    for fmt in _ENVIRONMENT_FORMATS:
+        for mode in SCALED_MODES:
+            want = rp.round(xs, fmt, mode)
+            with _rounding_direction(direction):
+                got = rp.round(xs, fmt, mode)
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
+    ties = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -0.25, -0.0], np.float32)
+    with _rounding_direction(direction):
+        got = rp.round(ties, rp.FixedFormat(8, 0), "nearest")
+    assert np.array_equal(got, [0.0, 2.0, 2.0, 0.0, -2.0, 0.0, 0.0])
+    assert not np.signbit(got[got == 0]).any()

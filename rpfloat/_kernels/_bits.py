@@ -1,9 +1,12 @@
 """Bit-level intrinsics that numba does not expose for scalars.
 
 ``bitcast`` reinterprets a float as the signed integer of the same width (and back)
-without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``.
+without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``;
+``round_half_even`` is LLVM's ``roundeven``.
 """
+from llvmlite import ir
 from numba import types
+from numba.core import cgutils
 from numba.extending import intrinsic
 
 NUMBA_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
@@ -84,3 +87,20 @@ def _same_type_op(kind):
 wrapping_add = _same_type_op("add")
 wrapping_mul = _same_type_op("mul")
 bit_xor = _same_type_op("xor")
+
+
+@intrinsic
+def round_half_even(typingctx, value):
+    """`value` (float32 or float64) rounded to an integer, ties to even, whatever
+    the thread's rounding mode (LLVM's ``roundeven``; ``np.rint`` follows the
+    mode, which other code in the process may have changed)."""
+    if value not in (types.float32, types.float64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        function_type = ir.FunctionType(args[0].type, [args[0].type])
+        function = cgutils.get_or_insert_function(builder.module, function_type,
+                                                  f"llvm.roundeven.f{value.bitwidth}")
+        return builder.call(function, args)
+
+    return value(value), codegen

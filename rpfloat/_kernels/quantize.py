@@ -540,8 +540,22 @@ def widen(bits, target):
 @overload(widen, jit_options=NUMBA_OPTIONS)
 def _widen(bits, target):
     if target.dtype == types.uint32:
-        return lambda bits, target: float64_to_bits(np.float64(bits_to_float32(bits)))
+        return _widen_float32
     return lambda bits, target: bits
+
+
+SUBNORMAL_32_SCALE = np.float64(2.0**-149)  # the float32 subnormal spacing
+
+
+def _widen_float32(bits, target):
+    # A float32 subnormal (or zero) is its significand field times 2**-149, made
+    # from integers: converting it as a float would give 0 in a thread that treats
+    # denormals as zero, which some libraries turn on for the whole process.
+    magnitude = bits & np.int32(0x7FFFFFFF)
+    if magnitude < np.int32(0x00800000):
+        value = np.float64(magnitude) * SUBNORMAL_32_SCALE
+        return float64_to_bits(-value if bits < np.int32(0) else value)
+    return float64_to_bits(np.float64(bits_to_float32(bits)))
 
 
 def wide_random(source):

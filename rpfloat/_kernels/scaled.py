@@ -4,19 +4,27 @@ the common fixed-point case.
 A fixed-point format with ``frac_bits >= 0``, the saturate policy and one of
 the modes nearest (ties to even), up, down or toward_zero rounds x to::
 
-    k = rint/ceil/floor/trunc(x * 2**frac_bits),   k clamped to [k_min, k_max]
-    result = k * 2**-frac_bits + 0.0               (+0.0: no -0 in fixed point)
+    k = roundeven/ceil/floor/trunc(x * 2**frac_bits),   k clamped to [k_min, k_max]
+    result = k * 2**-frac_bits, and +0 where k == 0      (no -0 in fixed point)
 
 and every step is exact in the carrier: scaling by a power of two only moves
-the exponent (x * 2**frac_bits cannot underflow, and where it overflows to inf
-the clamp gives k_max, as saturation would), the rounding instructions are
-IEEE 754's roundToIntegral in these four directions, and k has at most
-carrier_man_bits + 1 bits. NaN keeps its bits (those of the float64 of the
-float32 in a widening kernel, as in the general path). The loop takes about
-12 AVX2 instructions per 8 float32 elements (24 for float32 data into a
-float64 result), where the bit-level kernel (``quantize``) takes 50 to 65:
-q16.16 from float32 went from 0.58 to 0.78 x np.copyto (the float32 ->
-float64 copy itself: 0.83), q8.8 from 0.87 to 1.26.
+the exponent (x * 2**frac_bits cannot underflow, and where it overflows to
++-inf the clamp gives k_max or k_min, as saturation would), the rounding
+instructions are IEEE 754's roundToIntegral in these four directions (none
+depends on the thread's rounding mode), and the clamped k has at most
+carrier_man_bits + 1 bits, so that k * 2**-frac_bits (a normal number: 2**-frac_bits
+is one) is exact. NaN keeps its bits (those of the float64 of the float32 where
+float32 data round into float64, as on the general path). The loop takes about
+12 AVX2 instructions per 8 float32 elements (24 for float32 data into a float64
+result), where the bit-level kernel (``quantize``) takes 50 to 65; the figures
+are in benchmarks/RESULTS.md.
+
+One condition is outside the kernel's arguments: the thread's floating-point
+unit must keep subnormal numbers (flush-to-zero and denormals-are-zero off, as
+they are unless some library in the process turns them on). Under
+denormals-are-zero a subnormal x would scale to 0 and round up or down wrongly.
+`kernel_for` checks that (`subnormal_products`) on every call, in the thread that runs the
+kernel, and otherwise gives the bit-level kernel, which works on integers.
 
 ``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
 (`quantize.P_SCALED`); `kernel_for` then gives `round_scaled` for these four
@@ -26,7 +34,9 @@ import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._bits import NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits
+from ._bits import (
+    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, round_half_even,
+)
 from .quantize import (
     DOWN, NEAREST, P_SCALE_BITS, P_SCALED, P_SIGNED, P_WORD_BITS, TOWARD_ZERO, UP, entry_point,
     round_array_for,
@@ -98,7 +108,7 @@ def scaled_round(bits, target, scale, inverse, low, high, mode):
     value = to_carrier(bits, target)
     scaled = value * scale
     if mode == NEAREST:
-        count = np.rint(scaled)
+        count = round_half_even(scaled)
     elif mode == UP:
         count = np.ceil(scaled)
     elif mode == DOWN:
@@ -107,7 +117,7 @@ def scaled_round(bits, target, scale, inverse, low, high, mode):
         count = np.trunc(scaled)
     count = low if count < low else count  # NaN compares false and stays
     count = high if count > high else count
-    result = count * inverse + carrier_float(target, 0.0)
+    result = carrier_float(target, 0.0) if count == 0 else count * inverse  # +0 for -0 too
     return to_bits(value) if value != value else to_bits(result)
 
 
@@ -139,11 +149,26 @@ def round_scaled(source, target, fast_params, params, mode, key, offset, rand_bi
             target[i] = scaled_round(source[i], target, scale, inverse, low, high, TOWARD_ZERO)
 
 
+@njit(**NUMBA_OPTIONS)
+def subnormal_products(smallest_subnormal, smallest_normal):
+    """The smaller of ``2 * smallest_subnormal`` and ``smallest_normal / 2`` as this
+    thread's floating-point unit computes them: positive unless it reads
+    subnormals as zero or flushes them to zero. Called with 2**-1074 and 2**-1022
+    as arguments, and compared by the caller, so that LLVM computes nothing at
+    compile time and folds no comparison away."""
+    return min(smallest_subnormal * 2.0, smallest_normal * 0.5)
+
+
+SMALLEST_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
+SMALLEST_NORMAL = float(np.finfo(np.float64).smallest_normal)
+
+
 def kernel_for(source_bits, target_bits, params, mode):
     """The kernel for these carrier bit types, parameters and mode: `round_scaled`
-    where the format and mode qualify, else ``quantize.round_array_for``'s; the
-    compiled entry point, called as that function says."""
-    if not (params[P_SCALED] and mode in SCALED_MODES):
+    where the format and mode qualify and this thread keeps subnormal numbers,
+    else ``quantize.round_array_for``'s; the compiled entry point, called as that
+    function says. Call it in the thread that runs the kernel."""
+    if not (params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals()):
         return round_array_for(source_bits, target_bits, params, mode)
     key = (source_bits, target_bits)
     entry = _ENTRY_POINTS.get(key)
@@ -153,3 +178,15 @@ def kernel_for(source_bits, target_bits, params, mode):
 
 
 _ENTRY_POINTS = {}  # (source bits, target bits) -> compiled entry point
+
+
+def _keeps_subnormals():
+    global _probe
+    if _probe is None:
+        signature = (types.float64, types.float64)
+        subnormal_products.compile(signature)
+        _probe = subnormal_products.overloads[signature].entry_point
+    return _probe(SMALLEST_SUBNORMAL, SMALLEST_NORMAL) > 0.0
+
+
+_probe = None  # subnormal_products' compiled entry point, once looked up
