@@ -15,7 +15,7 @@ depends on the thread's rounding mode), and the clamped k has at most
 carrier_man_bits + 1 bits, so that k * 2**-frac_bits (a normal number: 2**-frac_bits
 is one) is exact. NaN keeps its bits (those of the float64 of the float32 where
 float32 data round into float64, as on the general path). The loop takes about
-12 AVX2 instructions per 8 float32 elements (24 for float32 data into a float64
+12 AVX2 instructions per 8 float32 elements (26 for float32 data into a float64
 result), where the bit-level kernel (``quantize``) takes 50 to 65; the figures
 are in benchmarks/RESULTS.md.
 
