@@ -495,15 +495,14 @@ class Runner:
             set_threads(1)
         row.runs = str(runs)
         row.seconds, row.ratio = t, vs_copy
-        set_figures(row, n)
         ml = self.ml_time(case, value_set, x)
         if ml is not None:
             row.ml_seconds = ml[0]
-            set_figures(row, n)
             # ml_dtypes casts float64 to bfloat16 through float32 (double rounding),
             # so only float32 input is a bit-exact reference.
             if case.peer is None and case.mode == "nearest" and case.dtype == np.float32:
                 row.same = "yes" if same_values(result, ml[1]) else "**NO**"
+        set_figures(row, n)
         return row
 
 
@@ -806,7 +805,7 @@ def main(argv=None) -> int:
     if args.filter:
         cases = [c for c in cases if re.search(args.filter, c.what())]
     runner = Runner(args.repeats, log)
-    rounds, sizes_of = [], []
+    rounds = []
     for round_number in range(args.rounds):
         runner.new_round()
         rows, sizes_of = [], []

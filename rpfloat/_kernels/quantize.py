@@ -34,10 +34,11 @@ every case alike, and the tests hold both to the oracle on the same data.
 
 Compile time: only `round_bits` is inlined in numba's IR (``inline="always"``):
 on its own it is too large for LLVM to inline, and a call per element made the
-general path up to 15 times slower (stochastic rounding of data mostly beyond max). Every other helper is a plain njit
-function that LLVM inlines and folds with the kernel's constant mode, giving the
-same machine code as an IR inline, which costs seconds of compilation per
-kernel (CI compiles every kernel from scratch).
+general path up to 15 times slower (stochastic rounding of data mostly beyond
+max). Every other helper is a plain njit function that LLVM inlines and folds
+with the kernel's constant mode, giving the same machine code as an IR inline,
+which costs seconds of compilation per kernel (CI compiles every kernel from
+scratch).
 
 A widening kernel takes float32 data to a float64 result (fixed-point formats
 wider than float32, such as q16.16): its fast path rounds the float32 bits with

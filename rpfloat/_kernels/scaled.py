@@ -23,8 +23,9 @@ One condition is outside the kernel's arguments: the thread's floating-point
 unit must keep subnormal numbers (flush-to-zero and denormals-are-zero off, as
 they are unless some library in the process turns them on). Under
 denormals-are-zero a subnormal x would scale to 0 and round up or down wrongly.
-`kernel_for` checks that (`subnormal_products`) on every call, in the thread that runs the
-kernel, and otherwise gives the bit-level kernel, which works on integers.
+`kernel_for` checks that (`subnormal_products`) on every call, in the thread
+that runs the kernel, and otherwise gives the bit-level kernel, which works on
+integers.
 
 ``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
 (`quantize.P_SCALED`); `kernel_for` then gives `round_scaled` for these four
