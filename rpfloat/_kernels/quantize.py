@@ -459,14 +459,34 @@ def round_bits(bits, params, mode, random, rand_bits, general):
 
 
 @njit(**NUMBA_OPTIONS)
-def irregular(bits, params, mode):
-    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0.
+def range_magnitude(bits, params):
+    """What must lie in the fast path's range (`fast_round_bits`): the magnitude.
     Where negatives are not in it (unsigned formats), the range mask keeps the
     sign bit, so that their bits are negative integers, below the range."""
-    magnitude = same_width(bits, bits & same_width(bits, params[P_FAST_RANGE_MASK]))
-    low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
-    return same_width(bits, (magnitude < same_width(bits, low))
+    return same_width(bits, bits & same_width(bits, params[P_FAST_RANGE_MASK]))
+
+
+@njit(**NUMBA_OPTIONS)
+def fast_low(template, params, mode):
+    """The low end of the fast range in `mode`, as an integer of `template`'s type."""
+    return same_width(template, params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS])
+
+
+@njit(**NUMBA_OPTIONS)
+def irregular(bits, params, mode):
+    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0."""
+    magnitude = range_magnitude(bits, params)
+    return same_width(bits, (magnitude < fast_low(bits, params, mode))
                       | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
+
+
+@njit(**NUMBA_OPTIONS)
+def count_irregular(source, params, mode):
+    """How many elements of `source` lie outside the fast path's range."""
+    count = same_width(source[0], 0)
+    for i in range(source.size):
+        count = wrapping_add(count, irregular(source[i], params, mode))
+    return count
 
 
 @njit(**NUMBA_OPTIONS)
@@ -693,7 +713,11 @@ def _kernel(mode_constant, general):
                 tried = fast_ok and skipped == 0
                 skipped = max(skipped - 1, 0)
                 if tried:
-                    count = same_width(source_part[0], 0)
+                    # the smallest and largest range magnitudes tell whether any
+                    # element lay outside the range (two instructions per vector,
+                    # where counting them takes five); only then are they counted
+                    lowest = same_width(source_part[0], fast_params[P_FAST_HIGH_BITS])
+                    highest = same_width(source_part[0], fast_params[P_FAST_LOW_BITS])
                     weyl = wrapping_mul(block_counter, WEYL_32)
                     if premixed:
                         fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
@@ -704,7 +728,12 @@ def _kernel(mode_constant, general):
                             random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                         weyl = wrapping_add(weyl, WEYL_32)
                         store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
-                        count = wrapping_add(count, irregular(source_part[i], fast_params, mode))
+                        magnitude = range_magnitude(source_part[i], fast_params)
+                        lowest = min(lowest, magnitude)
+                        highest = max(highest, magnitude)
+                    count = same_width(source_part[0], 0)
+                    if lowest < fast_low(lowest, fast_params, mode) or highest > same_width(highest, fast_params[P_FAST_HIGH_BITS]):
+                        count = count_irregular(source_part, fast_params, mode)
                     if count > MANY:
                         skipped = SKIP
                 if count != 0:
@@ -713,9 +742,7 @@ def _kernel(mode_constant, general):
                     for piece in range(0, source_part.size, piece_size):
                         source_piece = source_part[piece:piece + piece_size]
                         if by_piece:
-                            count = same_width(source_piece[0], 0)
-                            for i in range(source_piece.size):
-                                count = wrapping_add(count, irregular(source_piece[i], fast_params, mode))
+                            count = count_irregular(source_piece, fast_params, mode)
                         if count != 0:
                             piece_counter = wrapping_add(block_counter, np.uint32(piece))
                             target_piece = target_part[words * piece:words * (piece + piece_size)]
