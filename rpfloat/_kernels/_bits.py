@@ -4,12 +4,17 @@
 without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``;
 ``round_half_even`` is LLVM's ``roundeven``.
 """
+import sys
+
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
 NUMBA_OPTIONS = dict(cache=True, nogil=True, error_model="numpy")
+
+# Where a float64's low and high 32-bit words lie in a uint32 view of float64s.
+LOW_WORD, HIGH_WORD = (0, 1) if sys.byteorder == "little" else (1, 0)
 
 
 def _bitcast(source_type, target_type):

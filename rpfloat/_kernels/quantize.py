@@ -47,15 +47,17 @@ the float64 value, both in the same pass over memory.
 
 Fixed point with saturation in nearest, up, down and toward_zero (most
 fixed-point use) takes a shorter kernel of its own instead, built on the
-hardware's rounding instructions: ``scaled.round_scaled``.
+hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
+of float64 data onto formats with at most 20 significand bits runs its fast loop
+in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
 """
-import sys
-
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
 from ._bits import (
+    HIGH_WORD,
+    LOW_WORD,
     NUMBA_OPTIONS,
     bits_to_float32,
     bits_to_float64,
@@ -68,6 +70,7 @@ from ._bits import (
     wrapping_mul,
     bit_xor,
 )
+from .halves import MIN_DROP, opaque_all_ones, round_block
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
@@ -130,6 +133,7 @@ U_32 = np.uint64(32)
 U_63_ONES = np.uint64(0x7FFFFFFFFFFFFFFF)
 U_SIGN_64 = np.uint64(0x8000000000000000)
 U_LOW_32 = np.uint64(0xFFFFFFFF)
+LOW_32_MASK = np.int64(0xFFFFFFFF)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -467,25 +471,33 @@ def range_magnitude(bits, params):
 
 
 @njit(**NUMBA_OPTIONS)
-def fast_low(template, params, mode):
-    """The low end of the fast range in `mode`, as an integer of `template`'s type."""
-    return same_width(template, params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS])
+def fast_bounds(params, mode, halves):
+    """The fast range in `mode`: the least and greatest range magnitude
+    (`range_magnitude`, int64) that the fast loop rounds. For the halves loop
+    (`halves`, ``halves.round_block``) it starts at one spacing, and is narrowed
+    to what the high words tell: from a multiple of 2**32, to one below a multiple."""
+    low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
+    high = params[P_FAST_HIGH_BITS]
+    if halves:
+        low = max(low, params[P_FAST_ALIGNED_BITS]) + LOW_32_MASK
+        low -= low & LOW_32_MASK
+        high -= (high + 1) & LOW_32_MASK
+    return low, high
 
 
 @njit(**NUMBA_OPTIONS)
-def irregular(bits, params, mode):
-    """1 where `bits` is outside the fast path's range (`fast_round_bits`), else 0."""
+def irregular(bits, low, high, params):
+    """1 where `bits` is outside the fast range [`low`, `high`], else 0."""
     magnitude = range_magnitude(bits, params)
-    return same_width(bits, (magnitude < fast_low(bits, params, mode))
-                      | (magnitude > same_width(bits, params[P_FAST_HIGH_BITS])))
+    return same_width(bits, (magnitude < same_width(bits, low)) | (magnitude > same_width(bits, high)))
 
 
 @njit(**NUMBA_OPTIONS)
-def count_irregular(source, params, mode):
-    """How many elements of `source` lie outside the fast path's range."""
+def count_irregular(source, low, high, params):
+    """How many elements of `source` lie outside the fast range [`low`, `high`]."""
     count = same_width(source[0], 0)
     for i in range(source.size):
-        count = wrapping_add(count, irregular(source[i], params, mode))
+        count = wrapping_add(count, irregular(source[i], low, high, params))
     return count
 
 
@@ -545,11 +557,10 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
 
 
 # A widening kernel (float32 data, float64 result) sees its target as uint32
-# pairs (each float64's low and high words: 2n words) so that every value in its
-# fast loop is 32 bits wide: LLVM then rounds eight elements per vector, where a
-# 64-bit store in the loop would make it take four. (The uint32 type is what
-# tells these functions that a kernel widens.)
-LOW_WORD, HIGH_WORD = (0, 1) if sys.byteorder == "little" else (1, 0)
+# pairs (each float64's low and high words, LOW_WORD and HIGH_WORD: 2n words) so
+# that every value in its fast loop is 32 bits wide: LLVM then rounds eight
+# elements per vector, where a 64-bit store in the loop would make it take four.
+# (The uint32 type is what tells these functions that a kernel widens.)
 
 
 def widen(bits, target):
@@ -681,20 +692,27 @@ SKIP = 8
 # mode (its argument), without the fast path.
 
 
-def _kernel(mode_constant, general):
+def _kernel(mode_constant, general, halves=False):
     """The kernel for one mode (`mode_constant`; -1: the mode argument), with or
-    without the rare paths of `round_bits` (`general`, no fast path). The loop is
-    written here, in the kernel itself, rather than in a function inlined into
-    each kernel: numba copies what it inlines, and copying the loop with its
-    inlined `round_bits` doubled the compile time of every kernel."""
+    without the rare paths of `round_bits` (`general`, no fast path); `halves`:
+    stochastic rounding of float64 data whose fast loop is ``halves.round_block``
+    (`halves_apply`). The loop is written here, in the kernel itself, rather than
+    in a function inlined into each kernel: numba copies what it inlines, and
+    copying the loop with its inlined `round_bits` doubled the compile time of
+    every kernel."""
     @njit(**NUMBA_OPTIONS)
     def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
         mode = mode_argument if mode_constant < 0 else mode_constant
-        fast_ok = False if general else fast_params[P_FAST_LOW_BITS] <= fast_params[P_FAST_HIGH_BITS]
+        low, high = fast_bounds(fast_params, mode, halves)
+        fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
-        premixed = mode == STOCHASTIC and wide_random(source)  # a constant where the mode is
-        halves = BLOCK if premixed else 0
-        high_words, low_words = np.empty(halves, np.uint32), np.empty(halves, np.uint32)
+        premixed = mode == STOCHASTIC and wide_random(source) and not halves  # a constant where the mode is
+        mixed = BLOCK if premixed else 0
+        high_words, low_words = np.empty(mixed, np.uint32), np.empty(mixed, np.uint32)
+        if halves:  # the float64 data and results as 32-bit words
+            source_words, target_words = source.view(np.int32), target.view(np.int32)
+            mask_high, mask_low = top_bits_mask_32(rand_bits, 0), top_bits_mask_32(rand_bits, 32)
+            all_ones = opaque_all_ones(rand_bits)
         start = 0
         while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
             index = offset + start
@@ -716,24 +734,33 @@ def _kernel(mode_constant, general):
                     # the smallest and largest range magnitudes tell whether any
                     # element lay outside the range (two instructions per vector,
                     # where counting them takes five); only then are they counted
-                    lowest = same_width(source_part[0], fast_params[P_FAST_HIGH_BITS])
-                    highest = same_width(source_part[0], fast_params[P_FAST_LOW_BITS])
                     weyl = wrapping_mul(block_counter, WEYL_32)
-                    if premixed:
-                        fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
-                    for i in range(source_part.size):
+                    if halves:
+                        block_words = slice(2 * block, 2 * (block + source_part.size))
+                        lowest, highest = round_block(
+                            source_words[block_words], target_words[block_words], params[P_FAST_DROP_MIN],
+                            params[P_FAST_DROP_OFFSET], params[P_FAST_RANGE_MASK], keys, weyl, mask_high, mask_low,
+                            all_ones)
+                        outside = lowest < np.int32(low >> 32) or highest > np.int32(high >> 32)
+                    else:
+                        lowest = same_width(source_part[0], high)
+                        highest = same_width(source_part[0], low)
                         if premixed:
-                            random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
-                        else:
-                            random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
-                        weyl = wrapping_add(weyl, WEYL_32)
-                        store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
-                        magnitude = range_magnitude(source_part[i], fast_params)
-                        lowest = min(lowest, magnitude)
-                        highest = max(highest, magnitude)
+                            fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
+                        for i in range(source_part.size):
+                            if premixed:
+                                random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
+                            else:
+                                random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
+                            weyl = wrapping_add(weyl, WEYL_32)
+                            store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
+                            magnitude = range_magnitude(source_part[i], fast_params)
+                            lowest = min(lowest, magnitude)
+                            highest = max(highest, magnitude)
+                        outside = lowest < same_width(lowest, low) or highest > same_width(highest, high)
                     count = same_width(source_part[0], 0)
-                    if lowest < fast_low(lowest, fast_params, mode) or highest > same_width(highest, fast_params[P_FAST_HIGH_BITS]):
-                        count = count_irregular(source_part, fast_params, mode)
+                    if outside:
+                        count = count_irregular(source_part, low, high, fast_params)
                     if count > MANY:
                         skipped = SKIP
                 if count != 0:
@@ -742,7 +769,7 @@ def _kernel(mode_constant, general):
                     for piece in range(0, source_part.size, piece_size):
                         source_piece = source_part[piece:piece + piece_size]
                         if by_piece:
-                            count = count_irregular(source_piece, fast_params, mode)
+                            count = count_irregular(source_piece, low, high, fast_params)
                         if count != 0:
                             piece_counter = wrapping_add(block_counter, np.uint32(piece))
                             target_piece = target_part[words * piece:words * (piece + piece_size)]
@@ -758,7 +785,18 @@ def _kernel(mode_constant, general):
 
 MODE_KERNELS = tuple(_kernel(mode, False) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
 round_general = _kernel(-1, True)
-KERNELS = MODE_KERNELS + (round_general,)
+round_stochastic_halves = _kernel(STOCHASTIC, False, halves=True)
+KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves)
+
+
+def halves_apply(params, mode):
+    """Whether float64 data round in `mode` onto the format of `params` (float64
+    carrier) with `round_stochastic_halves`: stochastic rounding onto formats
+    that drop at least 32 bits of every float64 in the fast range
+    (``halves.round_block``)."""
+    return (mode == STOCHASTIC and params[P_CARRIER_MAN_BITS] == 52 and params[P_FAST_DROP_MIN] >= MIN_DROP
+            and params[P_FAST_LOW_BITS] <= params[P_FAST_HIGH_BITS]  # a fast range (not deep, no wrap-around)
+            and params[P_DEEP] == 0 and params[P_OVERFLOW] != OVERFLOW_WRAP)
 
 
 def round_array_for(source_bits, target_bits, params, mode):
@@ -777,10 +815,11 @@ def round_array_for(source_bits, target_bits, params, mode):
     is the compiled entry point itself, which skips the dispatcher's type
     matching (a microsecond per call): callers pass exactly the signature's types."""
     general = params[P_DEEP] != 0 or params[P_OVERFLOW] == OVERFLOW_WRAP
-    key = (-1 if general else mode, source_bits, target_bits)
+    halves = source_bits == np.int64 and target_bits == np.int64 and halves_apply(params, mode)
+    key = (-1 if general else -2 if halves else mode, source_bits, target_bits)
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
-        kernel = round_general if general else MODE_KERNELS[mode]
+        kernel = round_general if general else round_stochastic_halves if halves else MODE_KERNELS[mode]
         entry = _ENTRY_POINTS[key] = entry_point(kernel, source_bits, target_bits)
     return entry
 
@@ -794,4 +833,5 @@ def entry_point(kernel, source_bits, target_bits):
 
 
 _SIGNATURE_INDEX = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}
-_ENTRY_POINTS = {}  # (mode, or -1 for round_general; source bits; target bits) -> compiled entry point
+_ENTRY_POINTS = {}  # (mode, -1 for round_general or -2 for round_stochastic_halves; source bits;
+                   #  target bits) -> compiled entry point

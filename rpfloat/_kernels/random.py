@@ -78,9 +78,15 @@ def counter_bits(keys, counter):
 def weyl_bits(keys, weyl):
     """`counter_bits` from ``counter * 0x9E3779B9`` (mod 2**32): loops step it by
     WEYL_32 rather than multiply."""
-    high = _mix(wrapping_add(weyl, keys[0]), MIX_A, np.uint32(16))
-    low = _mix(wrapping_add(weyl, keys[1]), MIX_B, np.uint32(15))
+    high, low = weyl_halves(keys, weyl)
     return shift_left(np.uint64(high), U32_32) | np.uint64(low)
+
+
+@njit(**NUMBA_OPTIONS)
+def weyl_halves(keys, weyl):
+    """`weyl_bits` as its high and low 32-bit halves (two uint32)."""
+    return (_mix(wrapping_add(weyl, keys[0]), MIX_A, np.uint32(16)),
+            _mix(wrapping_add(weyl, keys[1]), MIX_B, np.uint32(15)))
 
 
 @njit(**NUMBA_OPTIONS)

@@ -1,0 +1,100 @@
+"""Stochastic rounding of float64 data in 32-bit halves: the fast loop for
+formats whose significand has at most 20 bits (bfloat16, float16, the float8
+and float6 formats, FloatFormat(6, 9)).
+
+Those formats keep none of a float64's low 32-bit word: from one spacing up
+the bits dropped are ``drop = max(drop_min, drop_offset - exponent field)`` with
+``32 <= drop <= 52``, so the rounded magnitude is ``(a + B) & ~(2**drop - 1)``
+(``quantize.fast_round_bits``: a the magnitude, B the random bias, the top
+`drop` bits of the 64-bit random number R with those beyond its top
+`rand_bits` cleared) and its low word is 0. Its high word comes from the
+halves alone, with ``d = drop - 32`` and R' = R so masked::
+
+    B_high = R'_high >> (32 - d)
+    B_low  = (R'_high << d | R'_low >> (32 - d)) mod 2**32
+    carry  = B_low + a_low >= 2**32
+    result_high = (a_high + B_high + carry) & ~(2**d - 1)
+
+Every value in the loop is 32 bits wide, so that AVX-512 rounds sixteen
+elements per vector (eight for the 64-bit loop), and both halves of R are
+mixed in the loop itself, in the same lanes (``random.weyl_halves``), where the
+64-bit loop mixes them a block ahead. The results are the 64-bit loop's, bit
+for bit, and the tests hold both to each other and to the documented stream.
+
+The loop covers magnitudes from one spacing (the 64-bit fast path also takes
+some below it) to the format's largest value, narrowed to what the high words
+alone can tell: from a multiple of 2**32 to one below a multiple of 2**32
+(``quantize.fast_bounds``). In that range no result is 0 (the smallest is one
+spacing), none overflows, and no input is inf or NaN.
+"""
+import numpy as np
+from numba import njit
+
+from ._bits import HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_xor, shift_left, shift_right, wrapping_add
+from .random import WEYL_32, weyl_halves
+
+MAGNITUDE_32 = np.int32(0x7FFFFFFF)
+SIGN_32 = np.int32(-(2**31))
+MIN_DROP = 32  # the loop needs drop >= 32 everywhere in its range: drop_min at least this
+
+
+@njit(**NUMBA_OPTIONS)
+def round_high_word(high, low, drop_min, drop_offset, random_high, random_low, mask_high, mask_low, all_ones):
+    """The high word (int32) of float64 halves `high` (int32) and `low` (uint32)
+    rounded stochastically (see the module docstring); the low word is 0.
+    `mask_high` and `mask_low` keep the top `rand_bits` bits of the random number;
+    `all_ones` is 0xFFFFFFFF, given at run time (see `round_block`)."""
+    magnitude = np.int32(high & MAGNITUDE_32)
+    exponent_field = shift_right(magnitude, np.int32(20))
+    # drop - 32, in 0..20 (the mask only tells LLVM that the shifts stay in the word)
+    drop = max(drop_min, np.int32(drop_offset - exponent_field))
+    kept_drop = np.int32(np.int32(drop - np.int32(32)) & np.int32(31))
+    random_high = np.uint32(random_high & mask_high)
+    random_low = np.uint32(random_low & mask_low)
+    # x >> (32 - d) as (x >> 1) >> (31 - d): d == 0 gives 0, with shift counts below 32
+    right = np.uint32(np.int32(31) - kept_drop)
+    bias_high = shift_right(shift_right(random_high, np.uint32(1)), right)
+    bias_low = np.uint32(shift_left(random_high, np.uint32(kept_drop))
+                         | shift_right(shift_right(random_low, np.uint32(1)), right))
+    carry = np.int32(bias_low > bit_xor(low, all_ones))  # B_low + a_low >= 2**32
+    total = np.int32(wrapping_add(wrapping_add(magnitude, np.int32(bias_high)), carry))
+    rounded = np.int32(total & shift_left(np.int32(-1), kept_drop))
+    return np.int32(rounded | (high & SIGN_32))
+
+
+@njit(**NUMBA_OPTIONS)
+def round_block(source_words, target_words, drop_min, drop_offset, range_mask, keys, weyl, mask_high, mask_low,
+                all_ones):
+    """Round float64 elements given and written as 32-bit words (`source_words`,
+    `target_words`: int32 views of float64 arrays, two words per element), the
+    first drawing random number `weyl` (``random.weyl_bits``), the next ones the
+    numbers after it. Returns the smallest and largest range magnitude (the high
+    words, masked with the high word of `range_mask`) for the caller's range check.
+
+    `all_ones` must be 0xFFFFFFFF, computed by the caller from a run-time value
+    (`opaque_all_ones`): were it a constant, LLVM would turn the carry test
+    ``B_low > ~a_low`` into an add-with-overflow, which it does not vectorize."""
+    range_mask_high = np.int32(range_mask >> 32)
+    lowest = np.int32(2**31 - 1)
+    highest = np.int32(-(2**31))
+    drop_min = np.int32(drop_min)
+    drop_offset = np.int32(drop_offset)
+    for i in range(source_words.size // 2):  # indices counted from 0 vectorize; from `first` they did not
+        high = source_words[2 * i + HIGH_WORD]
+        random_high, random_low = weyl_halves(keys, weyl)
+        weyl = wrapping_add(weyl, WEYL_32)
+        target_words[2 * i + HIGH_WORD] = round_high_word(
+            high, np.uint32(source_words[2 * i + LOW_WORD]), drop_min, drop_offset,
+            random_high, random_low, mask_high, mask_low, all_ones)
+        target_words[2 * i + LOW_WORD] = np.int32(0)
+        magnitude = np.int32(high & range_mask_high)
+        lowest = min(lowest, magnitude)
+        highest = max(highest, magnitude)
+    return lowest, highest
+
+
+@njit(**NUMBA_OPTIONS)
+def opaque_all_ones(rand_bits):
+    """0xFFFFFFFF as a uint32, from `rand_bits` (1 to 64) so that the compiler cannot
+    see its value."""
+    return np.uint32(np.uint32(0xFFFFFFFF) ^ np.uint32(rand_bits >> 7))
