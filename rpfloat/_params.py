@@ -154,6 +154,7 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         signed=0,
         scale_bits=0,
         scaled=0,
+        scaled_random=0,
     )
     inf_bits = ((2 * carrier_bias + 1) << carrier_man_bits)
     if isinstance(fmt, FixedFormat):
@@ -179,6 +180,9 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             # finite and 2**-frac_bits normal in the carrier, and every k fits its significand
             scaled=int(policy == "saturate" and 0 <= fmt.frac_bits < info.maxexp - 1
                        and fmt.bits <= carrier_man_bits + 1),
+            # scaled_random.py: 2**frac_bits and 2**-frac_bits normal numbers of the carrier
+            # (every k is one: a word has at most 53 bits)
+            scaled_random=int(policy != "wrap" and abs(fmt.frac_bits) <= info.maxexp - 2),
         )
     else:
         man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)

@@ -225,7 +225,7 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         source_bits, fast_params = direct
         if start != 0 or stop != source.size:
             source, target = source[start:stop], target[start:stop]
-        kernel = kernel_for(source_bits, bits, params, mode)
+        kernel = kernel_for(source_bits, bits, params, mode, fast_params)
         # a widening kernel writes the float64 results as uint32 pairs (quantize.store_fast)
         target_bits = target.view(bits) if source_bits == bits else target.view(np.uint32)
         kernel(source.view(source_bits), target_bits, fast_params, params, mode, key, offset + start, rand_bits)

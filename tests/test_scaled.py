@@ -1,4 +1,5 @@
-"""The scaled-integer kernel for fixed point (``rpfloat._kernels.scaled``).
+"""The scaled-integer kernels for fixed point (``rpfloat._kernels.scaled``, and
+stochastic rounding by scaling, ``rpfloat._kernels.scaled_random``).
 
 It must agree bit for bit, NaN payloads included, with the bit-level kernel
 (``quantize``) that every other test holds to the oracle, over sweeps of every
@@ -42,9 +43,10 @@ def _float16_sweep() -> np.ndarray:
     return np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
 
 
-def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
-    """`xs` (float32 or float64) rounded by the bit-level kernel, called as
-    ``rpfloat.rounding`` calls it, without the scaled kernel."""
+def _run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, key=0, offset=0, rand_bits=64) -> np.ndarray:
+    """`xs` (float32 or float64) rounded onto `fmt` in `mode` (a ``quantize`` mode
+    number) by the kernel that ``kernel_of(source_bits, target_bits, params, mode,
+    fast_params)`` returns, called as ``rpfloat.rounding`` calls it."""
     result_dtype = np.result_type(xs.dtype, fmt.carrier)
     params = kernel_params(fmt, result_dtype, "saturate")
     out = np.empty(xs.shape, result_dtype)
@@ -59,9 +61,18 @@ def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
         else:
             target = out.view(np.uint32)
         target_bits = np.int64
-    kernel = quantize.round_array_for(source_bits, target_bits, params, SCALED_MODES[mode])
-    kernel(xs.view(source_bits), target, fast_params, params, SCALED_MODES[mode], np.uint64(0), 0, 64)
+    kernel = kernel_of(source_bits, target_bits, params, mode, fast_params)
+    kernel(xs.view(source_bits), target, fast_params, params, mode, np.uint64(key), offset, rand_bits)
     return out
+
+
+def _bit_kernel_of(source_bits, target_bits, params, mode, fast_params):
+    return quantize.round_array_for(source_bits, target_bits, params, mode)
+
+
+def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
+    """`xs` rounded by the bit-level kernel, without the scaled kernels."""
+    return _run_kernel(xs, fmt, SCALED_MODES[mode], _bit_kernel_of)
 
 
 def _uses_scaled(fmt, dtype) -> bool:
@@ -102,11 +113,80 @@ def test_the_formats_cover_every_carrier_path():
 
 def test_other_modes_take_the_bit_kernel():
     params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "saturate")
-    for mode in (quantize.NEAREST_AWAY, quantize.ODD, quantize.STOCHASTIC, quantize.STOCHASTIC_EQUAL):
+    for mode in (quantize.NEAREST_AWAY, quantize.ODD, quantize.STOCHASTIC_EQUAL):
         kernel = scaled.kernel_for(np.int32, np.int32, params, mode)
         assert kernel is quantize.round_array_for(np.int32, np.int32, params, mode)
-    assert scaled.kernel_for(np.int32, np.int32, params, quantize.NEAREST) is not \
-        quantize.round_array_for(np.int32, np.int32, params, quantize.NEAREST)
+    for mode in (quantize.NEAREST, quantize.STOCHASTIC):
+        assert scaled.kernel_for(np.int32, np.int32, params, mode) is not \
+            quantize.round_array_for(np.int32, np.int32, params, mode)
+
+
+# Stochastic rounding by scaling (``scaled_random.py``), every fixed format above and
+# the ends of its eligibility: frac_bits < 0, |frac_bits| at the carrier's limit.
+STOCHASTIC_FORMATS = FORMATS + [rp.FixedFormat(30, -10), rp.FixedFormat(-120, 126), rp.FixedFormat(130, -126),
+                                rp.FixedFormat(-122, 127), rp.FixedFormat(-110, 126, signed=False)]
+RAND_BITS = (64, 1, 7, 23, 31, 32, 33, 50, 63)
+
+
+def _float64_sweep() -> np.ndarray:
+    """Every pattern of a float64's top 16 bits (sign, exponent, 4 significand bits)
+    with 8 low 48-bit parts: zero, one, all ones, the half, and random ones."""
+    high = np.arange(0, 0x10000, dtype=np.uint64) << np.uint64(48)
+    random = np.random.default_rng(11).integers(0, 2**48, 4, dtype=np.uint64)
+    low = np.concatenate([np.array([0, 1, 2**48 - 1, 2**47], np.uint64), random])
+    return (high[:, None] | low).ravel().view(np.float64)
+
+
+def _scaled_random(fmt, dtype) -> bool:
+    result_dtype = np.dtype(np.result_type(dtype, fmt.carrier))
+    params = kernel_params(fmt, result_dtype, "saturate")
+    if result_dtype != dtype:
+        params = widening_params(fmt, "saturate") or params
+    return bool(params[quantize.P_SCALED_RANDOM])
+
+
+@pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
+def test_scaled_stochastic_matches_bit_kernel(fmt):
+    """Bit for bit the bit-level kernel's results, NaN payloads included, with the
+    same random numbers: every rand_bits width that changes which random bits
+    count, on float32, float16-valued and float64 sweeps and float32 into float64,
+    as they come and sorted by magnitude."""
+    with np.errstate(invalid="ignore"):  # casting signalling NaNs
+        sweeps = [_float32_sweep(), _float16_sweep().astype(np.float32), _float64_sweep()]
+    # also in order of magnitude: the fast loop then sees whole blocks of its range
+    # (a block mostly outside it goes to the general loop, and so do the next few)
+    sweeps += [xs[np.argsort(np.abs(xs), kind="stable")] for xs in sweeps]
+    checked = 0
+    for xs in sweeps:
+        if not _scaled_random(fmt, xs.dtype):
+            continue
+        for step, rand_bits in enumerate(RAND_BITS):
+            key, offset = 0x9E3779B97F4A7C15 * (step + 1) % 2**64, 1000 * step
+            got = _run_kernel(xs, fmt, quantize.STOCHASTIC, scaled.kernel_for, key, offset, rand_bits)
+            want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key, offset, rand_bits)
+            bits = np.int64 if got.dtype == np.float64 else np.int32
+            bad = np.flatnonzero(got.view(bits) != want.view(bits))
+            assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits} on {xs.dtype}: {bad.size} differ, e.g. "
+                                   f"x={xs[bad[:4]]!r} scaled={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
+            checked += 1
+    assert checked >= len(RAND_BITS)  # every format here takes the scaled loop for some input
+
+
+def test_scaled_stochastic_eligibility():
+    """The formats above reach the scaled loop on each signature; wrap-around,
+    floating-point formats and scales beyond the carrier's normal numbers do not."""
+    assert _scaled_random(rp.FixedFormat(8, 8), np.float32)            # float32 -> float32
+    assert _scaled_random(rp.FixedFormat(16, 16), np.float32)          # float32 -> float64
+    assert _scaled_random(rp.FixedFormat(16, 16), np.float64)          # float64 -> float64
+    assert _scaled_random(rp.FixedFormat(-120, 126), np.float32)       # 2**126 and 2**-126: normal
+    assert not _scaled_random(rp.FixedFormat(-122, 127), np.float32)   # 2**-127 is subnormal
+    assert _scaled_random(rp.FixedFormat(-122, 127), np.float64)
+    assert not _scaled_random(rp.FixedFormat(-1000, 1030), np.float64)
+    for fmt, policy in ((rp.FixedFormat(8, 8), "wrap"), (rp.FloatFormat(4, 3), "saturate")):
+        params = kernel_params(fmt, np.dtype(np.float32), policy)
+        assert not params[quantize.P_SCALED_RANDOM]
+        assert scaled.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
+            quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
 
 
 def _small_fixed_formats():
@@ -210,11 +290,11 @@ def test_results_do_not_depend_on_flushing_subnormals(bits):
     xs = _float32_sweep()
     subnormal = np.array([2.0**-149, -2.0**-149, 2.0**-130, 2.0**-127, -2.0**-127], np.float32)
     for fmt in _ENVIRONMENT_FORMATS:
-        for mode in SCALED_MODES:
-            want = rp.round(xs, fmt, mode)
+        for mode in (*SCALED_MODES, "stochastic"):
+            want = rp.round(xs, fmt, mode, rng=5)
             with _mxcsr_with(bits):
                 assert scaled._keeps_subnormals() is False
-                got = rp.round(xs, fmt, mode)
+                got = rp.round(xs, fmt, mode, rng=5)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
         with _mxcsr_with(bits):
             up = rp.round(subnormal, fmt, "up")
@@ -228,10 +308,10 @@ def test_results_do_not_depend_on_the_rounding_direction(direction):
     """Ties to even and the sign of zero stay right whatever fesetround says."""
     xs = _float32_sweep()
     for fmt in _ENVIRONMENT_FORMATS:
-        for mode in SCALED_MODES:
-            want = rp.round(xs, fmt, mode)
+        for mode in (*SCALED_MODES, "stochastic"):
+            want = rp.round(xs, fmt, mode, rng=5)
             with _rounding_direction(direction):
-                got = rp.round(xs, fmt, mode)
+                got = rp.round(xs, fmt, mode, rng=5)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
     ties = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -0.25, -0.0], np.float32)
     with _rounding_direction(direction):

@@ -50,6 +50,9 @@ fixed-point use) takes a shorter kernel of its own instead, built on the
 hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
 of float64 data onto formats with at most 20 significand bits runs its fast loop
 in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
+Stochastic rounding onto fixed point (no wrap-around) runs its fast loop on
+floats, by scaling (``scaled_random.scaled_stochastic_bits``, kernel
+`round_scaled_stochastic`, given by ``scaled.kernel_for``).
 """
 import numpy as np
 from numba import njit, types
@@ -71,6 +74,7 @@ from ._bits import (
     bit_xor,
 )
 from .halves import MIN_DROP, opaque_all_ones, round_block
+from .scaled_random import scaled_stochastic_bits
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
@@ -112,6 +116,8 @@ PARAM_NAMES = (
                           #   or the bits themselves where negatives are not fast (unsigned)
     "scaled",             # 1: fixed point that kernel `scaled.round_scaled` rounds in
                           #   nearest, up, down and toward_zero
+    "scaled_random",      # 1: fixed point whose stochastic rounding the fast loop of
+                          #   `round_scaled_stochastic` does by scaling (scaled_random.py)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -120,7 +126,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -692,17 +698,25 @@ SKIP = 8
 # mode (its argument), without the fast path.
 
 
-def _kernel(mode_constant, general, halves=False):
+# The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
+# 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``).
+BITS_LOOP, HALVES_LOOP, SCALED_LOOP = range(3)
+
+
+def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     """The kernel for one mode (`mode_constant`; -1: the mode argument), with or
-    without the rare paths of `round_bits` (`general`, no fast path); `halves`:
-    stochastic rounding of float64 data whose fast loop is ``halves.round_block``
-    (`halves_apply`). The loop is written here, in the kernel itself, rather than
-    in a function inlined into each kernel: numba copies what it inlines, and
-    copying the loop with its inlined `round_bits` doubled the compile time of
-    every kernel."""
+    without the rare paths of `round_bits` (`general`, no fast path), with the
+    fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
+    `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``).
+    The loop is written here, in the kernel itself, rather than in a function
+    inlined into each kernel: numba copies what it inlines, and copying the loop
+    with its inlined `round_bits` doubled the compile time of every kernel."""
+    halves = fast_loop == HALVES_LOOP
+
     @njit(**NUMBA_OPTIONS)
     def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
         mode = mode_argument if mode_constant < 0 else mode_constant
+        inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits
         low, high = fast_bounds(fast_params, mode, halves)
         fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
@@ -753,7 +767,11 @@ def _kernel(mode_constant, general, halves=False):
                             else:
                                 random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                             weyl = wrapping_add(weyl, WEYL_32)
-                            store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random, rand_bits))
+                            if fast_loop == SCALED_LOOP:
+                                rounded = scaled_stochastic_bits(source_part[i], inverse_64, random, rand_bits)
+                            else:
+                                rounded = fast_round_bits(source_part[i], fast_params, mode, random, rand_bits)
+                            store_fast(target_part, i, rounded)
                             magnitude = range_magnitude(source_part[i], fast_params)
                             lowest = min(lowest, magnitude)
                             highest = max(highest, magnitude)
@@ -785,8 +803,9 @@ def _kernel(mode_constant, general, halves=False):
 
 MODE_KERNELS = tuple(_kernel(mode, False) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
 round_general = _kernel(-1, True)
-round_stochastic_halves = _kernel(STOCHASTIC, False, halves=True)
-KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves)
+round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
+round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
+KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic)
 
 
 def halves_apply(params, mode):

@@ -30,6 +30,9 @@ integers.
 ``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
 (`quantize.P_SCALED`); `kernel_for` then gives `round_scaled` for these four
 modes, whose signatures are those of the other kernels (it reads `params` only).
+For stochastic rounding onto fixed point (parameter ``scaled_random``) it gives
+``quantize.round_scaled_stochastic``, whose fast loop scales the same way
+(``scaled_random.py``), under the same condition on subnormal numbers.
 """
 import numpy as np
 from numba import njit, types
@@ -39,8 +42,8 @@ from ._bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, round_half_even,
 )
 from .quantize import (
-    DOWN, NEAREST, P_SCALE_BITS, P_SCALED, P_SIGNED, P_WORD_BITS, TOWARD_ZERO, UP, entry_point,
-    round_array_for,
+    DOWN, NEAREST, P_SCALE_BITS, P_SCALED, P_SCALED_RANDOM, P_SIGNED, P_WORD_BITS, STOCHASTIC, TOWARD_ZERO, UP,
+    entry_point, round_array_for, round_scaled_stochastic,
 )
 
 SCALED_MODES = (NEAREST, UP, DOWN, TOWARD_ZERO)
@@ -164,21 +167,28 @@ SMALLEST_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
 SMALLEST_NORMAL = float(np.finfo(np.float64).smallest_normal)
 
 
-def kernel_for(source_bits, target_bits, params, mode):
-    """The kernel for these carrier bit types, parameters and mode: `round_scaled`
-    where the format and mode qualify and this thread keeps subnormal numbers,
-    else ``quantize.round_array_for``'s; the compiled entry point, called as that
+def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
+    """The kernel for these carrier bit types, parameters and mode, where this
+    thread keeps subnormal numbers: `round_scaled` where the format and mode
+    qualify, ``quantize.round_scaled_stochastic`` for stochastic rounding onto
+    fixed point (where `fast_params`, `params` unless given, have ``scaled_random``);
+    else ``quantize.round_array_for``'s. The compiled entry point, called as that
     function says. Call it in the thread that runs the kernel."""
-    if not (params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals()):
+    fast_params = params if fast_params is None else fast_params
+    if mode == STOCHASTIC and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
+        kernel = round_scaled_stochastic
+    elif params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals():
+        kernel = round_scaled
+    else:
         return round_array_for(source_bits, target_bits, params, mode)
-    key = (source_bits, target_bits)
+    key = (kernel is round_scaled, source_bits, target_bits)
     entry = _ENTRY_POINTS.get(key)
     if entry is None:
-        entry = _ENTRY_POINTS[key] = entry_point(round_scaled, source_bits, target_bits)
+        entry = _ENTRY_POINTS[key] = entry_point(kernel, source_bits, target_bits)
     return entry
 
 
-_ENTRY_POINTS = {}  # (source bits, target bits) -> compiled entry point
+_ENTRY_POINTS = {}  # (round_scaled or not, source bits, target bits) -> compiled entry point
 
 
 def _keeps_subnormals():
