@@ -92,6 +92,7 @@ def _same_type_op(kind):
 wrapping_add = _same_type_op("add")
 wrapping_mul = _same_type_op("mul")
 bit_xor = _same_type_op("xor")
+bit_and = _same_type_op("and_")
 
 
 @intrinsic

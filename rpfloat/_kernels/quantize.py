@@ -50,9 +50,9 @@ fixed-point use) takes a shorter kernel of its own instead, built on the
 hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
 of float64 data onto formats with at most 20 significand bits runs its fast loop
 in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
-Stochastic rounding onto fixed point (no wrap-around) runs its fast loop on
-floats, by scaling (``scaled_random.scaled_stochastic_bits``, kernel
-`round_scaled_stochastic`, given by ``scaled.kernel_for``).
+Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
+fast loop on floats, by scaling (``scaled_random.scaled_stochastic_bits``,
+kernel `round_scaled_stochastic`, given by ``scaled.kernel_for``).
 """
 import numpy as np
 from numba import njit, types

@@ -30,9 +30,10 @@ integers.
 ``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
 (`quantize.P_SCALED`); `kernel_for` then gives `round_scaled` for these four
 modes, whose signatures are those of the other kernels (it reads `params` only).
-For stochastic rounding onto fixed point (parameter ``scaled_random``) it gives
-``quantize.round_scaled_stochastic``, whose fast loop scales the same way
-(``scaled_random.py``), under the same condition on subnormal numbers.
+For stochastic rounding of float32 data onto fixed point (parameter
+``scaled_random``) it gives ``quantize.round_scaled_stochastic``, whose fast
+loop scales the same way (``scaled_random.py``), under the same condition on
+subnormal numbers.
 """
 import numpy as np
 from numba import njit, types
@@ -170,12 +171,13 @@ SMALLEST_NORMAL = float(np.finfo(np.float64).smallest_normal)
 def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
     """The kernel for these carrier bit types, parameters and mode, where this
     thread keeps subnormal numbers: `round_scaled` where the format and mode
-    qualify, ``quantize.round_scaled_stochastic`` for stochastic rounding onto
-    fixed point (where `fast_params`, `params` unless given, have ``scaled_random``);
-    else ``quantize.round_array_for``'s. The compiled entry point, called as that
-    function says. Call it in the thread that runs the kernel."""
+    qualify, ``quantize.round_scaled_stochastic`` for stochastic rounding of
+    float32 data onto fixed point (where `fast_params`, `params` unless given,
+    have ``scaled_random``); else ``quantize.round_array_for``'s. The compiled
+    entry point, called as that function says. Call it in the thread that runs
+    the kernel."""
     fast_params = params if fast_params is None else fast_params
-    if mode == STOCHASTIC and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
+    if mode == STOCHASTIC and source_bits == np.int32 and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
         kernel = round_scaled_stochastic
     elif params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals():
         kernel = round_scaled

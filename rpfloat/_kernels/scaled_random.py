@@ -1,79 +1,74 @@
 """Stochastic rounding onto fixed point by scaling: the element function of the
-fast loop of kernel ``quantize.round_scaled_stochastic``.
+fast loop of kernel ``quantize.round_scaled_stochastic``, for float32 data.
 
 For a fixed-point format with spacing ``2**-frac_bits`` the magnitude of x
 scales to ``a = |x| * 2**frac_bits`` (exact: a power of two), whose integer part
-``k = floor(a)`` and fraction ``a - k`` are exact in the carrier too (Sterbenz's
+``k = floor(a)`` and fraction ``a - k`` are exact in float32 too (Sterbenz's
 lemma for a >= 1). The rounded magnitude is ``k + 1`` with the spec's
-probability ``floor(frac * 2**r) / 2**r`` (r = `rand_bits`), that is, with U the
-complement of the element's 64-bit random number R (as ``quantize`` draws it)::
+probability ``floor(frac * 2**r) / 2**r`` (r = `rand_bits`), that is, with D the
+complement of the high half of the element's 64-bit random number (as
+``quantize`` draws it for float32 data; the low half only matters beyond the
+fraction's last bit) and T = ``frac * 2**32``::
 
-    up  iff  floor(U / 2**(64 - r)) < floor(frac * 2**r)
+    up  iff  (D & M) < (T & M),   M: the top min(r, 32) bits of a word
 
-In the fast range the fraction's bits fit one word (W = 32 bits for float32
-data, 64 for float64: ``a >= 2**(carrier_man_bits + 1 - W)``, the range's low
-end for stochastic rounding), so ``frac * 2**W`` is an integer below 2**W that
-the carrier computes exactly and converts to an unsigned word, and the test is
-one comparison of words with the top r bits kept: for float32 data the high
-half of U (the low half could only matter below that integer's last bit).
+In the fast range ``a >= 2**-8`` (the range's low end for stochastic rounding:
+``2**(carrier_man_bits + 1 - 32)``), so a's last bit, and the fraction's, is
+worth 2**-31 at least: T is an even integer below 2**32. The test is then the
+same on both sides shifted right by one bit (``(D & M) >> 1 < (T & M) >> 1``),
+where T >> 1 = ``frac * 2**31`` is what a signed conversion gives exactly and
+both sides compare as signed words: one conversion and one comparison where
+x86's AVX2 (no unsigned ones) needs six.
+
 The result ``k * 2**-frac_bits`` (or ``(k + 1) * 2**-frac_bits``) is exact: k + 1
-fits the significand wherever a has a fraction, and a has none from
-2**carrier_man_bits up. A zero result is +0 (fixed point has no -0).
+fits the significand wherever a has a fraction, and a has none from 2**23 up.
+A zero result is +0 (fixed point has no -0).
 
-The loop uses it where ``rpfloat._params`` sets the parameter
-``scaled_random``: fixed point, no wrap-around, ``2**+-frac_bits`` and the
-format's largest integer ``k_max`` finite normal numbers of the carrier. The
-arithmetic is on floats, so the thread must keep subnormal numbers, as for
-``scaled.round_scaled`` (``scaled.kernel_for`` checks).
+The loop uses it where ``rpfloat._params`` sets the parameter ``scaled_random``
+(fixed point, no wrap-around, ``2**+-frac_bits`` normal numbers of the carrier)
+and the data are float32 (``scaled.kernel_for``; float64 data keep the bit-level
+kernel, faster there: AVX2 has no vector conversion of float64 to 64-bit
+integers). The arithmetic is on floats, so the thread must keep subnormal
+numbers, as for ``scaled.round_scaled`` (``scaled.kernel_for`` checks).
 """
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._bits import NUMBA_OPTIONS, bit_xor, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits
+from ._bits import NUMBA_OPTIONS, bit_and, bit_xor, bits_to_float32, float32_to_bits, shift_right
 
 SIGN_32 = np.int32(-(2**31))
-SIGN_64 = np.int64(-(2**63))
-TWO_32 = np.float32(2.0**32)
-TWO_64 = np.float64(2.0**64)
+TWO_31 = np.float32(2.0**31)
 ALL_32 = np.uint32(0xFFFFFFFF)
-ALL_64 = np.uint64(0xFFFFFFFFFFFFFFFF)
-SHIFT_32 = np.uint64(32)
+LOW_31 = np.uint32(0x7FFFFFFF)
+SHIFT_33 = np.uint64(33)
+ONE_32 = np.uint32(1)
 
 
 def scaled_stochastic_bits(bits, inverse_64, random, rand_bits):
-    """Carrier bits `bits` (int32: float32, int64: float64) rounded stochastically
-    onto the fixed-point spacing `inverse_64` (``2**-frac_bits`` as a float64),
-    drawing the uint64 `random`; valid in the fast range (see the module
-    docstring). Returns the result's carrier bits."""
+    """float32 bits `bits` (an int32) rounded stochastically onto the fixed-point
+    spacing `inverse_64` (``2**-frac_bits`` as a float64), drawing the uint64
+    `random`; valid in the fast range (see the module docstring). Returns the
+    result's bits."""
     raise NotImplementedError("scaled_stochastic_bits runs inside numba kernels only")
 
 
 @overload(scaled_stochastic_bits, jit_options=NUMBA_OPTIONS)
 def _scaled_stochastic_bits(bits, inverse_64, random, rand_bits):
-    if bits == types.int32:
-        def float32_bits(bits, inverse_64, random, rand_bits):
-            inverse = np.float32(inverse_64)
-            scale = np.float32(1.0 / inverse_64)
-            magnitude = np.abs(bits_to_float32(bits)) * scale
-            count = np.floor(magnitude)
-            threshold = np.uint32((magnitude - count) * TWO_32)
-            dropped = np.int64(min(max(32 - rand_bits, 0), 31))  # keep the top r bits (all for r >= 32)
-            mask = np.uint32(bit_xor(ALL_32, np.uint32((np.int64(1) << dropped) - 1)))
-            drawn = np.uint32(bit_xor(np.uint32(random >> SHIFT_32), ALL_32) & mask)
-            count = count + np.float32(1.0) if drawn < np.uint32(threshold & mask) else count
-            result = float32_to_bits(count * inverse)
-            return np.int32(result | (bits & SIGN_32)) if result != np.int32(0) else np.int32(0)
-        return float32_bits
+    if bits != types.int32:
+        return None
 
-    def float64_bits(bits, inverse_64, random, rand_bits):
-        scale = 1.0 / inverse_64
-        magnitude = np.abs(bits_to_float64(bits)) * scale
+    def float32_bits(bits, inverse_64, random, rand_bits):
+        inverse = np.float32(inverse_64)
+        scale = np.float32(1.0 / inverse_64)
+        magnitude = np.abs(bits_to_float32(bits)) * scale
         count = np.floor(magnitude)
-        threshold = np.uint64((magnitude - count) * TWO_64)
-        mask = ~((np.uint64(1) << np.uint64(64 - rand_bits)) - np.uint64(1))  # the top r bits
-        drawn = (random ^ ALL_64) & mask
-        count = count + 1.0 if drawn < (threshold & mask) else count
-        result = float64_to_bits(count * inverse_64)
-        return (result | (bits & SIGN_64)) if result != np.int64(0) else np.int64(0)
-    return float64_bits
+        half_threshold = np.int32((magnitude - count) * TWO_31)  # T >> 1
+        dropped = np.int64(min(max(32 - rand_bits, 0), 31))  # M: the top r bits (all for r >= 32)
+        half_mask = np.int32(shift_right(bit_xor(ALL_32, np.uint32((np.int64(1) << dropped) - 1)), ONE_32))  # M >> 1
+        half_drawn = np.int32(bit_xor(np.uint32(random >> SHIFT_33), LOW_31))  # D >> 1
+        up = bit_and(half_drawn, half_mask) < bit_and(half_threshold, half_mask)
+        count = count + np.float32(1.0) if up else count
+        result = float32_to_bits(count * inverse)
+        return np.int32(result | (bits & SIGN_32)) if result != np.int32(0) else np.int32(0)
+    return float32_bits
