@@ -160,7 +160,7 @@ def _round_into(array, result, params, mode, key, rand_bits, offset=0, widening=
         _CARRIER[params[P_CARRIER_MAN_BITS]],
         params,
         int(mode),
-        np.uint64(key),
+        key,  # a Python int: the kernel's entry point takes it as its uint64 without a NumPy scalar
         offset * (2 if is_complex else 1),
         rand_bits,
         widening,
@@ -169,7 +169,7 @@ def _round_into(array, result, params, mode, key, rand_bits, offset=0, widening=
 
 def _flat_parts(array):
     """A flat view of a C-contiguous array; complex numbers as (real, imag) pairs."""
-    flat = array.reshape(-1)
+    flat = array if array.ndim == 1 else array.reshape(-1)
     return flat.view(flat.real.dtype) if flat.dtype.kind == "c" else flat
 
 
@@ -214,7 +214,10 @@ def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, 
         return
     bits = _BITS_VIEW[carrier]
     target_is_carrier = target.dtype == carrier
-    shared = np.may_share_memory(source, target)  # in place: the kernel must not read its own results
+    # in place: the kernel must not read its own results (two arrays that each
+    # allocated their memory cannot share it, the common case, checked faster)
+    owners = source.flags.owndata and target.flags.owndata and source is not target
+    shared = not owners and np.may_share_memory(source, target)
     direct = None  # (source's bits view, fast-path parameters) where the kernel reads `source` itself
     if target_is_carrier and not shared:
         if source.dtype == carrier:
