@@ -51,7 +51,7 @@ hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
 of float64 data onto formats with at most 20 significand bits runs its fast loop
 in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
 Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
-fast loop on floats, by scaling (``scaled_random.scaled_stochastic_bits``,
+fast loop on floats, by scaling (``scaled_random.scaled_stochastic_magnitude``,
 kernel `round_scaled_stochastic`, given by ``scaled.kernel_for``).
 """
 import numpy as np
@@ -74,7 +74,7 @@ from ._bits import (
     bit_xor,
 )
 from .halves import MIN_DROP, opaque_all_ones, round_block
-from .scaled_random import scaled_stochastic_bits
+from .scaled_random import scaled_stochastic_magnitude, store_scaled
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
@@ -768,10 +768,11 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                                 random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                             weyl = wrapping_add(weyl, WEYL_32)
                             if fast_loop == SCALED_LOOP:
-                                rounded = scaled_stochastic_bits(source_part[i], inverse_64, random, rand_bits)
+                                rounded = scaled_stochastic_magnitude(source_part[i], inverse_64, random, rand_bits)
+                                store_scaled(target_part, i, rounded, source_part[i])
                             else:
-                                rounded = fast_round_bits(source_part[i], fast_params, mode, random, rand_bits)
-                            store_fast(target_part, i, rounded)
+                                store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
+                                                                           rand_bits))
                             magnitude = range_magnitude(source_part[i], fast_params)
                             lowest = min(lowest, magnitude)
                             highest = max(highest, magnitude)
