@@ -2,12 +2,14 @@
 
 ``bitcast`` reinterprets a float as the signed integer of the same width (and back)
 without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``;
-``round_half_even`` is LLVM's ``roundeven``.
+``round_half_even`` is LLVM's ``roundeven``. `float64_words` widens a float32 in
+32-bit integer operations (for kernels that keep every value 32 bits wide).
 """
 import sys
 
+import numpy as np
 from llvmlite import ir
-from numba import types
+from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -110,3 +112,16 @@ def round_half_even(typingctx, value):
         return builder.call(function, args)
 
     return value(value), codegen
+
+
+REBIAS_HIGH = np.uint32((1023 - 127) << 20)  # float32 -> float64 exponent bias, in the high word
+
+
+@njit(**NUMBA_OPTIONS)
+def float64_words(magnitude):
+    """The float64 of float32 magnitude bits `magnitude` (a uint32, 0 or a normal
+    number) as its high and low 32-bit words (uint32), without the sign: the
+    exponent rebiased from 127 to 1023 and the top 20 significand bits in the
+    high word, the last 3 at the top of the low word."""
+    high = np.uint32(shift_right(magnitude, np.uint32(3)) + REBIAS_HIGH)
+    return (high if magnitude != np.uint32(0) else np.uint32(0)), shift_left(magnitude, np.uint32(29))

@@ -64,6 +64,7 @@ from ._bits import (
     NUMBA_OPTIONS,
     bits_to_float32,
     bits_to_float64,
+    float64_words,
     count_leading_zeros,
     float32_to_bits,
     float64_to_bits,
@@ -631,12 +632,9 @@ def store_fast(target, i, bits):
 def _store_fast(target, i, bits):
     if target.dtype == types.uint32:
         def store_pair(target, i, bits):
-            magnitude = np.uint32(np.uint32(bits) & np.uint32(0x7FFFFFFF))
-            # exponent and the top 20 significand bits, rebiased from 127 to 1023
-            high = np.uint32(shift_right(magnitude, np.uint32(3)) + np.uint32((1023 - 127) << 20))
-            high = np.uint32(high if magnitude != np.uint32(0) else np.uint32(0))
+            high, low = float64_words(np.uint32(np.uint32(bits) & np.uint32(0x7FFFFFFF)))
             target[2 * i + HIGH_WORD] = np.uint32(high | (np.uint32(bits) & np.uint32(0x80000000)))
-            target[2 * i + LOW_WORD] = shift_left(magnitude, np.uint32(29))
+            target[2 * i + LOW_WORD] = low
         return store_pair
     def store(target, i, bits):
         target[i] = bits

@@ -40,7 +40,7 @@ from numba import types
 from numba.extending import overload
 
 from ._bits import (
-    HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_and, bit_xor, bits_to_float32, float32_to_bits, shift_left, shift_right,
+    HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_and, bit_xor, bits_to_float32, float32_to_bits, float64_words, shift_right,
 )
 
 SIGN_32 = np.int32(-(2**31))
@@ -49,7 +49,6 @@ ALL_32 = np.uint32(0xFFFFFFFF)
 LOW_31 = np.uint32(0x7FFFFFFF)
 SHIFT_33 = np.uint64(33)
 ONE_32 = np.uint32(1)
-REBIAS_HIGH = np.uint32((1023 - 127) << 20)
 
 
 def scaled_stochastic_magnitude(bits, inverse_64, random, rand_bits):
@@ -93,10 +92,9 @@ def _store_scaled(target, i, magnitude, bits):
     if target.dtype == types.uint32:
         def store_pair(target, i, magnitude, bits):
             word = np.uint32(magnitude)
-            # exponent and the top 20 significand bits, rebiased from 127 to 1023, and the sign
-            high = np.uint32(shift_right(word, ONE_32 + ONE_32 + ONE_32) + REBIAS_HIGH) | np.uint32(bits & SIGN_32)
-            target[2 * i + HIGH_WORD] = high if word != np.uint32(0) else np.uint32(0)
-            target[2 * i + LOW_WORD] = shift_left(word, np.uint32(29))
+            high, low = float64_words(word)
+            target[2 * i + HIGH_WORD] = np.uint32(high | np.uint32(bits & SIGN_32)) if word != np.uint32(0) else high
+            target[2 * i + LOW_WORD] = low
         return store_pair
 
     def store(target, i, magnitude, bits):
