@@ -180,9 +180,11 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             # finite and 2**-frac_bits normal in the carrier, and every k fits its significand
             scaled=int(policy == "saturate" and 0 <= fmt.frac_bits < info.maxexp - 1
                        and fmt.bits <= carrier_man_bits + 1),
-            # scaled_random.py: 2**frac_bits and 2**-frac_bits normal numbers of the carrier
-            # (every k is one: a word has at most 53 bits)
-            scaled_random=int(policy != "wrap" and abs(fmt.frac_bits) <= info.maxexp - 2),
+            # scaled_random.py: float32 data (a float32 carrier: float32 results, and the
+            # widening kernel's fast path), 2**frac_bits and 2**-frac_bits normal numbers
+            # of it (every k is one: a word has at most 53 bits)
+            scaled_random=int(carrier_man_bits == 23 and policy != "wrap"
+                              and abs(fmt.frac_bits) <= info.maxexp - 2),
         )
     else:
         man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)

@@ -172,7 +172,7 @@ def test_scaled_stochastic_eligibility():
     assert _scaled_random(rp.FixedFormat(-120, 126), np.float32)       # 2**126 and 2**-126: normal
     assert not _scaled_random(rp.FixedFormat(-122, 127), np.float32)   # 2**-127 is subnormal
     params = kernel_params(rp.FixedFormat(16, 16), np.dtype(np.float64), "saturate")
-    assert params[quantize.P_SCALED_RANDOM]  # but float64 data keep the bit-level kernel
+    assert not params[quantize.P_SCALED_RANDOM]  # float64 data keep the bit-level kernel
     assert scaled.kernel_for(np.int64, np.int64, params, quantize.STOCHASTIC) is \
         quantize.round_array_for(np.int64, np.int64, params, quantize.STOCHASTIC)
     for fmt, policy in ((rp.FixedFormat(8, 8), "wrap"), (rp.FloatFormat(4, 3), "saturate")):

@@ -117,8 +117,8 @@ PARAM_NAMES = (
                           #   or the bits themselves where negatives are not fast (unsigned)
     "scaled",             # 1: fixed point that kernel `scaled.round_scaled` rounds in
                           #   nearest, up, down and toward_zero
-    "scaled_random",      # 1: fixed point whose stochastic rounding the fast loop of
-                          #   `round_scaled_stochastic` does by scaling (scaled_random.py)
+    "scaled_random",      # 1: fixed point whose stochastic rounding of float32 data the fast
+                          #   loop of `round_scaled_stochastic` does by scaling (scaled_random.py)
 )
 N_PARAMS = len(PARAM_NAMES)
 (

@@ -177,7 +177,7 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
     entry point, called as that function says. Call it in the thread that runs
     the kernel."""
     fast_params = params if fast_params is None else fast_params
-    if mode == STOCHASTIC and source_bits == np.int32 and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
+    if mode == STOCHASTIC and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
         kernel = round_scaled_stochastic
     elif params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals():
         kernel = round_scaled
