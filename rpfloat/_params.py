@@ -207,6 +207,17 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
     fields.update(_fast_range(fmt, fields, policy))
+    # adding.py: the fast range from 0 up (every spacing a normal number of the
+    # carrier), subnormals, -0, and the power of two finite at the format's largest value
+    top_power_field = (fields["fast_high_bits"] >> carrier_man_bits) + fields["fast_drop_min"]
+    fields["nearest_by_adding"] = int(
+        not isinstance(fmt, FixedFormat)
+        and fields["fast_low_bits"] == 0 < fields["fast_high_bits"]
+        and fields["fast_drop_min"] >= 1
+        and fields["below_quantum_bits"] != fields["min_normal_bits"]
+        and not fields["no_negative_zero"]
+        and top_power_field <= 2 * carrier_bias
+    )
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {

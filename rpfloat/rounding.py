@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import functools
+import itertools
 import numbers
 import os
 import threading
@@ -12,7 +13,7 @@ import numpy as np
 
 from . import _codes
 from ._kernels.quantize import P_CARRIER_MAN_BITS
-from ._kernels.scaled import kernel_for
+from ._kernels.choose import kernel_for
 from ._params import kernel_params, widening_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
@@ -20,9 +21,13 @@ from .presets import format as to_format
 
 __all__ = ["round", "encode", "decode", "result_dtype"]
 
-# Below this many elements one thread is faster than handing chunks to a pool
+# Below this many elements one thread is faster than handing ranges to a pool
 # (measured with benchmarks/bench_round.py on a 2-core machine).
-PARALLEL_THRESHOLD = 1 << 18
+PARALLEL_THRESHOLD = 3 << 20
+# A large array is cut into ranges of at least RANGE_MIN elements, at most
+# RANGES_PER_THREAD per thread, so that a thread that starts late takes fewer.
+RANGE_MIN = 1 << 17
+RANGES_PER_THREAD = 8
 # Elements converted at a time where input or result is not the carrier dtype:
 # two buffers of this size stay in a core's L2 cache.
 CHUNK = 1 << 15
@@ -174,29 +179,42 @@ def _flat_parts(array):
 
 
 def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits, widening):
-    """Round flat `source` into flat `target`, on numba's thread count of ranges
-    for large arrays.
+    """Round flat `source` into flat `target`, on numba's thread count for large
+    arrays.
 
-    The kernel releases the GIL, and element ``i`` draws random number
-    ``offset + i`` whatever the range, so threads never change a result.
+    The array is cut into ranges that the calling thread and the pool's threads
+    take in turn until none is left: where the machine is slow to start a pool
+    thread, the calling thread rounds more of them, so that threads never make
+    a call slower than one thread would. The kernel releases the GIL, and
+    element ``i`` draws random number ``offset + i`` whatever the range, so
+    threads never change a result.
     """
     global _pool
     size = source.size
-    threads = 1 if size < 2 * PARALLEL_THRESHOLD else min(numba.get_num_threads(), size // PARALLEL_THRESHOLD)
+    threads = 1 if size < PARALLEL_THRESHOLD else numba.get_num_threads()
     if threads == 1:
         _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening, 0, size)
         return
     with _pool_lock:  # two user threads may arrive here first at once
-        if _pool is None or _pool._max_workers < threads:
-            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads)
-    bounds = np.linspace(0, size, threads + 1).astype(np.int64)
-    futures = [
-        _pool.submit(_round_range, source, target, carrier, params, mode, key, offset, rand_bits, widening,
-                     int(lo), int(hi))
-        for lo, hi in zip(bounds[:-1], bounds[1:])
-    ]
-    for future in futures:
-        future.result()
+        if _pool is None or _pool._max_workers < threads - 1:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads - 1)
+    ranges = max(threads, min(RANGES_PER_THREAD * threads, size // RANGE_MIN))
+    bounds = np.linspace(0, size, ranges + 1).astype(np.int64).tolist()
+    taken = itertools.count()  # next() on it is atomic: each range goes to one thread
+
+    def take_ranges():
+        for index in taken:
+            if index >= ranges:
+                return
+            _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening,
+                         bounds[index], bounds[index + 1])
+
+    futures = [_pool.submit(take_ranges) for _ in range(threads - 1)]
+    try:
+        take_ranges()
+    finally:
+        for future in futures:
+            future.result()
 
 
 def _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening, start, stop):

@@ -9,6 +9,7 @@ within a few minutes on two cores; raise it locally with
 import os
 import warnings
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 # On a failure hypothesis imports libcst (to suggest an @example patch), whose import
@@ -34,3 +35,15 @@ settings.register_profile(
     max_examples=2000,
 )
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rpfloat"))
+
+
+@pytest.fixture
+def small_ranges(monkeypatch):
+    """rpfloat.rounding with its thread threshold and range size lowered, so that
+    arrays of a few hundred thousand elements run on threads, in many ranges
+    (where numba has more than one thread). Returns the module."""
+    from rpfloat import rounding
+
+    monkeypatch.setattr(rounding, "PARALLEL_THRESHOLD", 1 << 16)
+    monkeypatch.setattr(rounding, "RANGE_MIN", 1 << 12)
+    return rounding

@@ -1,8 +1,11 @@
 """The array contract of rp.round / encode / decode (SPEC §2, §3): dtypes, shapes,
 strides, byte order, out=, scalars, complex, randomness plumbing and bad input."""
+import concurrent.futures
 import os
 import subprocess
 import sys
+import threading
+import time
 
 import numba
 import numpy as np
@@ -10,7 +13,7 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels.quantize import KERNELS, SIGNATURES
-from rpfloat.rounding import CHUNK, PARALLEL_THRESHOLD, round_chunk
+from rpfloat.rounding import CHUNK, round_chunk
 
 
 def bits(a):
@@ -255,11 +258,11 @@ def test_buffered_paths_give_the_direct_paths_bits(mode):
 
 
 @pytest.mark.parametrize("mode", ["nearest", "stochastic"])
-def test_buffered_paths_on_threads_and_in_place(mode):
+def test_buffered_paths_on_threads_and_in_place(mode, small_ranges):
     """Above the parallel threshold each thread converts through its own buffers;
     rounding in place (out=x) also goes through a buffer."""
     rng = np.random.default_rng(3)
-    size = 4 * PARALLEL_THRESHOLD + 7
+    size = 4 * small_ranges.PARALLEL_THRESHOLD + 7
     x = (rng.standard_normal(size) * 2.0 ** rng.integers(-10, 10, size)).astype(np.float16)
     expected = rp.round(x.astype(np.float32), "e5m2", mode, rng=6)
     for threads in (1, 2):
@@ -279,7 +282,8 @@ def test_thread_count_does_not_change_bits():
     """NUMBA_NUM_THREADS=1 and =2, in fresh processes, on an array split in chunks."""
     script = (
         "import sys, numpy as np, rpfloat as rp\n"
-        f"x = np.linspace(-3, 3, {2 * PARALLEL_THRESHOLD + 12345}, dtype=np.float32)\n"
+        "rp.rounding.PARALLEL_THRESHOLD, rp.rounding.RANGE_MIN = 1 << 16, 1 << 12\n"
+        "x = np.linspace(-3, 3, 2 * 65536 + 12345, dtype=np.float32)\n"
         "y = rp.round(x, 'e4m3', 'stochastic', rng=42)\n"
         "sys.stdout.write(y.view(np.uint32).tobytes().hex()[:0] + str(hash(y.tobytes())))\n"
     )
@@ -400,3 +404,42 @@ def test_decode_inverts_encode(name):
     decoded = rp.decode(rp.encode(x, name), name)
     finite = ~np.isnan(rounded)
     np.testing.assert_array_equal(decoded.astype(np.float64)[finite], rounded[finite])
+
+
+def test_ranges_go_once_each_to_whichever_thread_is_free(small_ranges, monkeypatch):
+    """A large array is cut into ranges that the calling thread and the pool take
+    in turn: every range is rounded exactly once, and where the pool's thread
+    starts late the calling thread rounds them all (threads never wait on it)."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs NUMBA_NUM_THREADS >= 2")
+    size = 8 * small_ranges.PARALLEL_THRESHOLD + 5
+    x = np.random.default_rng(4).standard_normal(size).astype(np.float32)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    expected = rp.round(x, "e4m3", "stochastic", rng=9)
+    done = []  # (thread, start, stop) of every range rounded
+    round_range = small_ranges._round_range
+
+    def recording(*args):
+        done.append((threading.get_ident(), args[-2], args[-1]))
+        round_range(*args)
+
+    monkeypatch.setattr(small_ranges, "_round_range", recording)
+    numba.set_num_threads(2)
+    try:
+        for late in (False, True):
+            if late:  # the pool's thread starts only once the caller has finished
+                pool = small_ranges._pool
+                monkeypatch.setattr(pool, "submit", lambda fn: concurrent.futures.ThreadPoolExecutor(1).submit(
+                    lambda: (time.sleep(0.5), fn())[1]))
+            done.clear()
+            out = np.full(size, np.nan, np.float32)
+            rp.round(x, "e4m3", "stochastic", rng=9, out=out)
+            np.testing.assert_array_equal(bits(out), bits(expected))
+            spans = sorted((start, stop) for _, start, stop in done)
+            assert len(spans) > 2 and spans[0][0] == 0 and spans[-1][1] == size
+            assert all(a[1] == b[0] for a, b in zip(spans, spans[1:])), "ranges must tile the array once"
+            if late:
+                assert {thread for thread, _, _ in done} == {threading.get_ident()}
+    finally:
+        numba.set_num_threads(previous)

@@ -6,18 +6,16 @@ It must agree bit for bit, NaN payloads included, with the bit-level kernel
 float16 pattern and of float32 patterns covering every exponent, and with the
 exact oracle itself on the small fixed formats, enumerated.
 """
-import contextlib
-import ctypes
-import ctypes.util
-import platform
-import sys
-
 import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import quantize, scaled
+from rpfloat._kernels import choose, quantize
 from rpfloat._params import kernel_params, widening_params
+from fpenv import (
+    DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
+    rounding_direction,
+)
 from reference import fixed_range, round_reference
 
 SCALED_MODES = {"nearest": quantize.NEAREST, "up": quantize.UP, "down": quantize.DOWN,
@@ -114,10 +112,10 @@ def test_the_formats_cover_every_carrier_path():
 def test_other_modes_take_the_bit_kernel():
     params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "saturate")
     for mode in (quantize.NEAREST_AWAY, quantize.ODD, quantize.STOCHASTIC_EQUAL):
-        kernel = scaled.kernel_for(np.int32, np.int32, params, mode)
+        kernel = choose.kernel_for(np.int32, np.int32, params, mode)
         assert kernel is quantize.round_array_for(np.int32, np.int32, params, mode)
     for mode in (quantize.NEAREST, quantize.STOCHASTIC):
-        assert scaled.kernel_for(np.int32, np.int32, params, mode) is not \
+        assert choose.kernel_for(np.int32, np.int32, params, mode) is not \
             quantize.round_array_for(np.int32, np.int32, params, mode)
 
 
@@ -153,7 +151,7 @@ def test_scaled_stochastic_matches_bit_kernel(fmt):
             continue
         for step, rand_bits in enumerate(RAND_BITS):
             key, offset = 0x9E3779B97F4A7C15 * (step + 1) % 2**64, 1000 * step
-            got = _run_kernel(xs, fmt, quantize.STOCHASTIC, scaled.kernel_for, key, offset, rand_bits)
+            got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key, offset, rand_bits)
             want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key, offset, rand_bits)
             bits = np.int64 if got.dtype == np.float64 else np.int32
             bad = np.flatnonzero(got.view(bits) != want.view(bits))
@@ -173,12 +171,12 @@ def test_scaled_stochastic_eligibility():
     assert not _scaled_random(rp.FixedFormat(-122, 127), np.float32)   # 2**-127 is subnormal
     params = kernel_params(rp.FixedFormat(16, 16), np.dtype(np.float64), "saturate")
     assert not params[quantize.P_SCALED_RANDOM]  # float64 data keep the bit-level kernel
-    assert scaled.kernel_for(np.int64, np.int64, params, quantize.STOCHASTIC) is \
+    assert choose.kernel_for(np.int64, np.int64, params, quantize.STOCHASTIC) is \
         quantize.round_array_for(np.int64, np.int64, params, quantize.STOCHASTIC)
     for fmt, policy in ((rp.FixedFormat(8, 8), "wrap"), (rp.FloatFormat(4, 3), "saturate")):
         params = kernel_params(fmt, np.dtype(np.float32), policy)
         assert not params[quantize.P_SCALED_RANDOM]
-        assert scaled.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
+        assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
             quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
 
 
@@ -215,12 +213,11 @@ def test_scaled_kernel_matches_oracle_on_small_formats(dtype):
 @pytest.mark.parametrize("fmt, dtype", [(rp.FixedFormat(8, 8), np.float32),
                                         (rp.FixedFormat(16, 16), np.float32),
                                         (rp.FixedFormat(16, 16), np.float64)])
-def test_scaled_kernel_on_every_memory_path(fmt, dtype):
+def test_scaled_kernel_on_every_memory_path(fmt, dtype, small_ranges):
     """In place, strided, byte-swapped, float16 and threaded inputs reach the
     scaled kernel through rpfloat.rounding's buffers and ranges; each must give
     what a plain contiguous call gives."""
-    from rpfloat import rounding
-    size = 2 * rounding.PARALLEL_THRESHOLD + 12_345  # above the threshold: 2 threads where numba has them
+    size = 2 * small_ranges.PARALLEL_THRESHOLD + 12_345  # above the threshold: 2 threads where numba has them
     xs = (np.random.default_rng(7).standard_normal(size) * 300).astype(dtype)
     for mode in SCALED_MODES:
         want = rp.round(xs, fmt, mode)
@@ -238,42 +235,11 @@ def test_scaled_kernel_on_every_memory_path(fmt, dtype):
             np.result_type(np.float16, fmt.carrier)))
 
 
-# The thread's floating-point environment: glibc on x86-64 only (fenv_t is 32 bytes
-# there, with the SSE control register MXCSR at offset 28).
-_X86_64_GLIBC = sys.platform == "linux" and platform.machine() == "x86_64"
-_LIBM = ctypes.CDLL(ctypes.util.find_library("m")) if _X86_64_GLIBC else None
-DENORMALS_ARE_ZERO, FLUSH_TO_ZERO = 0x0040, 0x8000
-FE_TONEAREST, FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO = 0x000, 0x400, 0x800, 0xC00
-
-
-@contextlib.contextmanager
-def _mxcsr_with(bits):
-    env = (ctypes.c_char * 32)()
-    assert _LIBM.fegetenv(env) == 0
-    saved = bytes(env)
-    mxcsr = int.from_bytes(saved[28:32], "little") | bits
-    ctypes.memmove(ctypes.addressof(env) + 28, mxcsr.to_bytes(4, "little"), 4)
-    assert _LIBM.fesetenv(env) == 0
-    try:
-        yield
-    finally:
-        assert _LIBM.fesetenv((ctypes.c_char * 32).from_buffer_copy(saved)) == 0
-
-
-@contextlib.contextmanager
-def _rounding_direction(direction):
-    assert _LIBM.fesetround(direction) == 0
-    try:
-        yield
-    finally:
-        assert _LIBM.fesetround(FE_TONEAREST) == 0
-
-
 _ENVIRONMENT_FORMATS = [rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(8, 0),
                         rp.FixedFormat(-102, 126)]
 
 
-@pytest.mark.skipif(not _X86_64_GLIBC, reason="sets MXCSR through glibc's x86-64 fenv_t")
+@pytest.mark.skipif(not X86_64_GLIBC, reason="sets MXCSR through glibc's x86-64 fenv_t")
 @pytest.mark.parametrize("bits", [DENORMALS_ARE_ZERO, FLUSH_TO_ZERO, DENORMALS_ARE_ZERO | FLUSH_TO_ZERO])
 def test_results_do_not_depend_on_flushing_subnormals(bits):
     """Some libraries turn on denormals-are-zero / flush-to-zero for the whole
@@ -285,17 +251,17 @@ def test_results_do_not_depend_on_flushing_subnormals(bits):
     for fmt in _ENVIRONMENT_FORMATS:
         for mode in (*SCALED_MODES, "stochastic"):
             want = rp.round(xs, fmt, mode, rng=5)
-            with _mxcsr_with(bits):
-                assert scaled._keeps_subnormals() is False
+            with mxcsr_with(bits):
+                assert not choose.environment() & choose.KEEPS_SUBNORMALS
                 got = rp.round(xs, fmt, mode, rng=5)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
-        with _mxcsr_with(bits):
+        with mxcsr_with(bits):
             up = rp.round(subnormal, fmt, "up")
         assert np.array_equal(up, np.where(subnormal > 0, 2.0**-fmt.frac_bits, 0.0).astype(up.dtype))
-    assert scaled._keeps_subnormals() is True
+    assert choose.environment() == choose.KEEPS_SUBNORMALS | choose.ROUNDS_TO_NEAREST
 
 
-@pytest.mark.skipif(not _X86_64_GLIBC, reason="sets the rounding direction through glibc")
+@pytest.mark.skipif(not X86_64_GLIBC, reason="sets the rounding direction through glibc")
 @pytest.mark.parametrize("direction", [FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO])
 def test_results_do_not_depend_on_the_rounding_direction(direction):
     """Ties to even and the sign of zero stay right whatever fesetround says."""
@@ -303,11 +269,11 @@ def test_results_do_not_depend_on_the_rounding_direction(direction):
     for fmt in _ENVIRONMENT_FORMATS:
         for mode in (*SCALED_MODES, "stochastic"):
             want = rp.round(xs, fmt, mode, rng=5)
-            with _rounding_direction(direction):
+            with rounding_direction(direction):
                 got = rp.round(xs, fmt, mode, rng=5)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
     ties = np.array([0.5, 1.5, 2.5, -0.5, -1.5, -0.25, -0.0], np.float32)
-    with _rounding_direction(direction):
+    with rounding_direction(direction):
         got = rp.round(ties, rp.FixedFormat(8, 0), "nearest")
     assert np.array_equal(got, [0.0, 2.0, 2.0, 0.0, -2.0, 0.0, 0.0])
     assert not np.signbit(got[got == 0]).any()

@@ -95,6 +95,7 @@ wrapping_add = _same_type_op("add")
 wrapping_mul = _same_type_op("mul")
 bit_xor = _same_type_op("xor")
 bit_and = _same_type_op("and_")
+bit_or = _same_type_op("or_")
 
 
 @intrinsic

@@ -52,7 +52,9 @@ of float64 data onto formats with at most 20 significand bits runs its fast loop
 in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
 Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
 fast loop on floats, by scaling (``scaled_random.scaled_stochastic_magnitude``,
-kernel `round_scaled_stochastic`, given by ``scaled.kernel_for``).
+kernel `round_scaled_stochastic`). Rounding to nearest onto most floating-point
+formats runs its fast loop by adding a power of two (``adding.nearest_by_adding``,
+kernel `round_nearest_by_adding`). ``choose.kernel_for`` picks these kernels.
 """
 import numpy as np
 from numba import njit, types
@@ -74,6 +76,7 @@ from ._bits import (
     wrapping_mul,
     bit_xor,
 )
+from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, store_scaled
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
@@ -119,6 +122,8 @@ PARAM_NAMES = (
                           #   nearest, up, down and toward_zero
     "scaled_random",      # 1: fixed point whose stochastic rounding of float32 data the fast
                           #   loop of `round_scaled_stochastic` does by scaling (scaled_random.py)
+    "nearest_by_adding",  # 1: a floating-point format whose rounding to nearest the fast loop of
+                          #   `round_nearest_by_adding` does by adding a power of two (adding.py)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -127,7 +132,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_OVERFLOW, P_KEEP_INF, P_NO_NEGATIVE_ZERO, P_DEEP, P_WORD_BITS, P_SIGNED, P_SCALE_BITS,
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -697,15 +702,17 @@ SKIP = 8
 
 
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
-# 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``).
-BITS_LOOP, HALVES_LOOP, SCALED_LOOP = range(3)
+# 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
+# nearest by adding a power of two (``adding``).
+BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP = range(4)
 
 
 def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     """The kernel for one mode (`mode_constant`; -1: the mode argument), with or
     without the rare paths of `round_bits` (`general`, no fast path), with the
     fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
-    `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``).
+    `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
+    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -715,6 +722,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
         mode = mode_argument if mode_constant < 0 else mode_constant
         inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits
+        drop_min, drop_offset = fast_params[P_FAST_DROP_MIN], fast_params[P_FAST_DROP_OFFSET]  # ADDING_LOOP
+        carrier_man_bits = fast_params[P_CARRIER_MAN_BITS]
         low, high = fast_bounds(fast_params, mode, halves)
         fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
@@ -768,6 +777,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             if fast_loop == SCALED_LOOP:
                                 rounded = scaled_stochastic_magnitude(source_part[i], inverse_64, random, rand_bits)
                                 store_scaled(target_part, i, rounded, source_part[i])
+                            elif fast_loop == ADDING_LOOP:
+                                store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
+                                                                             carrier_man_bits))
                             else:
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
@@ -804,7 +816,8 @@ MODE_KERNELS = tuple(_kernel(mode, False) for mode in range(STOCHASTIC_EQUAL + 1
 round_general = _kernel(-1, True)
 round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
 round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
-KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic)
+round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
+KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding)
 
 
 def halves_apply(params, mode):

@@ -23,17 +23,13 @@ One condition is outside the kernel's arguments: the thread's floating-point
 unit must keep subnormal numbers (flush-to-zero and denormals-are-zero off, as
 they are unless some library in the process turns them on). Under
 denormals-are-zero a subnormal x would scale to 0 and round up or down wrongly.
-`kernel_for` checks that (`subnormal_products`) on every call, in the thread
-that runs the kernel, and otherwise gives the bit-level kernel, which works on
-integers.
+``choose.kernel_for`` checks that on every call, in the thread that runs the
+kernel, and otherwise gives the bit-level kernel, which works on integers.
 
 ``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
-(`quantize.P_SCALED`); `kernel_for` then gives `round_scaled` for these four
-modes, whose signatures are those of the other kernels (it reads `params` only).
-For stochastic rounding of float32 data onto fixed point (parameter
-``scaled_random``) it gives ``quantize.round_scaled_stochastic``, whose fast
-loop scales the same way (``scaled_random.py``), under the same condition on
-subnormal numbers.
+(`quantize.P_SCALED`); ``choose.kernel_for`` then gives `round_scaled` for
+these four modes, whose signatures are those of the other kernels (it reads
+`params` only).
 """
 import numpy as np
 from numba import njit, types
@@ -42,10 +38,7 @@ from numba.extending import overload
 from ._bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, round_half_even,
 )
-from .quantize import (
-    DOWN, NEAREST, P_SCALE_BITS, P_SCALED, P_SCALED_RANDOM, P_SIGNED, P_WORD_BITS, STOCHASTIC, TOWARD_ZERO, UP,
-    entry_point, round_array_for, round_scaled_stochastic,
-)
+from .quantize import DOWN, NEAREST, P_SCALE_BITS, P_SIGNED, P_WORD_BITS, TOWARD_ZERO, UP
 
 SCALED_MODES = (NEAREST, UP, DOWN, TOWARD_ZERO)
 
@@ -152,54 +145,3 @@ def round_scaled(source, target, fast_params, params, mode, key, offset, rand_bi
     else:
         for i in range(source.size):
             target[i] = scaled_round(source[i], target, scale, inverse, low, high, TOWARD_ZERO)
-
-
-@njit(**NUMBA_OPTIONS)
-def subnormal_products(smallest_subnormal, smallest_normal):
-    """The smaller of ``2 * smallest_subnormal`` and ``smallest_normal / 2`` as this
-    thread's floating-point unit computes them: positive unless it reads
-    subnormals as zero or flushes them to zero. Called with 2**-1074 and 2**-1022
-    as arguments, and compared by the caller, so that LLVM computes nothing at
-    compile time and folds no comparison away."""
-    return min(smallest_subnormal * 2.0, smallest_normal * 0.5)
-
-
-SMALLEST_SUBNORMAL = float(np.finfo(np.float64).smallest_subnormal)
-SMALLEST_NORMAL = float(np.finfo(np.float64).smallest_normal)
-
-
-def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
-    """The kernel for these carrier bit types, parameters and mode, where this
-    thread keeps subnormal numbers: `round_scaled` where the format and mode
-    qualify, ``quantize.round_scaled_stochastic`` for stochastic rounding of
-    float32 data onto fixed point (where `fast_params`, `params` unless given,
-    have ``scaled_random``); else ``quantize.round_array_for``'s. The compiled
-    entry point, called as that function says. Call it in the thread that runs
-    the kernel."""
-    fast_params = params if fast_params is None else fast_params
-    if mode == STOCHASTIC and fast_params[P_SCALED_RANDOM] and _keeps_subnormals():
-        kernel = round_scaled_stochastic
-    elif params[P_SCALED] and mode in SCALED_MODES and _keeps_subnormals():
-        kernel = round_scaled
-    else:
-        return round_array_for(source_bits, target_bits, params, mode)
-    key = (kernel is round_scaled, source_bits, target_bits)
-    entry = _ENTRY_POINTS.get(key)
-    if entry is None:
-        entry = _ENTRY_POINTS[key] = entry_point(kernel, source_bits, target_bits)
-    return entry
-
-
-_ENTRY_POINTS = {}  # (round_scaled or not, source bits, target bits) -> compiled entry point
-
-
-def _keeps_subnormals():
-    global _probe
-    if _probe is None:
-        signature = (types.float64, types.float64)
-        subnormal_products.compile(signature)
-        _probe = subnormal_products.overloads[signature].entry_point
-    return _probe(SMALLEST_SUBNORMAL, SMALLEST_NORMAL) > 0.0
-
-
-_probe = None  # subnormal_products' compiled entry point, once looked up

@@ -30,10 +30,10 @@ Per 8 elements the loop takes 42 AVX2 instructions (float32 result) and 53
 
 The loop uses it where ``rpfloat._params`` sets the parameter ``scaled_random``
 (fixed point, no wrap-around, a float32 carrier, ``2**+-frac_bits`` normal
-numbers of it; ``scaled.kernel_for`` picks the kernel). float64 data keep the
+numbers of it; ``choose.kernel_for`` picks the kernel). float64 data keep the
 bit-level kernel, faster there: AVX2 has no vector conversion of float64 to
 64-bit integers. The arithmetic is on floats, so the thread must keep subnormal
-numbers, as for ``scaled.round_scaled`` (``scaled.kernel_for`` checks).
+numbers, as for ``scaled.round_scaled`` (``choose.kernel_for`` checks).
 """
 import numpy as np
 from numba import types
