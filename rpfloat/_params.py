@@ -218,6 +218,16 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         and not fields["no_negative_zero"]
         and top_power_field <= 2 * carrier_bias
     )
+    # uniform.py: one bit count from fast_aligned_bits up (no subnormals above the
+    # carrier's normals), -0, and at least one bit dropped
+    aligned_field = fields["fast_aligned_bits"] >> carrier_man_bits
+    fields["nearest_uniform"] = int(
+        not isinstance(fmt, FixedFormat)
+        and fields["fast_low_bits"] <= fields["fast_high_bits"]
+        and fields["fast_drop_min"] >= 1
+        and fields["fast_drop_offset"] - aligned_field <= fields["fast_drop_min"]
+        and not fields["no_negative_zero"]
+    )
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {

@@ -14,6 +14,7 @@ import pytest
 import rpfloat as rp
 from rpfloat._kernels import choose, quantize
 from rpfloat._params import kernel_params
+from sweeps import float32_sweep, sweeps
 from fpenv import (
     DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
     rounding_direction,
@@ -52,23 +53,6 @@ def _params(fmt, dtype):
     return kernel_params(fmt, np.dtype(dtype), _policy(fmt))
 
 
-def _float32_sweep() -> np.ndarray:
-    """Every pattern of a float32's top 16 bits with 7 low halves: every exponent,
-    both signs, subnormals, inf, NaN payloads (quiet and signalling), ties."""
-    high = np.arange(0, 0x10000, dtype=np.uint32)
-    low = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234], dtype=np.uint32)
-    return ((high[:, None] << 16) | low).ravel().view(np.float32)
-
-
-def _sweeps():
-    float32 = _float32_sweep()
-    float16 = np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
-    with np.errstate(invalid="ignore"):  # casting signalling NaNs
-        for xs in (float32, float16.astype(np.float32), float32.astype(np.float64)):
-            yield xs
-            yield xs[np.argsort(np.abs(xs), kind="stable")]
-
-
 def _run(kernel, xs, params):
     bits = BITS[xs.dtype]
     out = np.empty_like(xs)
@@ -92,7 +76,7 @@ def test_eligibility():
 @pytest.mark.parametrize("fmt", ELIGIBLE + [rp.format("bfloat16"), rp.FloatFormat(9, 3)], ids=repr)
 def test_matches_bit_kernel(fmt):
     checked = 0
-    for xs in _sweeps():
+    for xs in sweeps():
         if rp.rounding.result_dtype(xs.dtype, fmt) != xs.dtype:  # FloatFormat(9, 3) needs float64
             continue
         params = _params(fmt, xs.dtype)
@@ -137,7 +121,7 @@ def test_other_environments_take_the_bit_kernel(setting):
     context = {"daz": lambda: mxcsr_with(DENORMALS_ARE_ZERO), "ftz": lambda: mxcsr_with(FLUSH_TO_ZERO),
                "down": lambda: rounding_direction(FE_DOWNWARD), "up": lambda: rounding_direction(FE_UPWARD),
                "toward_zero": lambda: rounding_direction(FE_TOWARDZERO)}[setting]
-    xs = _float32_sweep()
+    xs = float32_sweep()
     for fmt in (rp.format("e4m3"), rp.FloatFormat(7, 3, bias=124), rp.format("float16")):
         params = _params(fmt, np.float32)
         want = rp.round(xs, fmt, overflow=_policy(fmt))

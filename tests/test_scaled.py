@@ -17,6 +17,7 @@ from fpenv import (
     rounding_direction,
 )
 from reference import fixed_range, round_reference
+from sweeps import float16_sweep, float32_sweep
 
 SCALED_MODES = {"nearest": quantize.NEAREST, "up": quantize.UP, "down": quantize.DOWN,
                 "toward_zero": quantize.TOWARD_ZERO}
@@ -27,18 +28,6 @@ FORMATS = [
     rp.FixedFormat(24, 0), rp.FixedFormat(12, 12), rp.FixedFormat(1, 0), rp.FixedFormat(-3, 8),
     rp.FixedFormat(10, 40), rp.FixedFormat(0, 53, signed=False), rp.FixedFormat(-100, 110),
 ]
-
-
-def _float32_sweep() -> np.ndarray:
-    """Every pattern of a float32's top 16 bits with 7 low halves: every exponent,
-    both signs, subnormals, inf, NaN payloads (quiet and signalling), ties."""
-    high = np.arange(0, 0x10000, dtype=np.uint32)
-    low = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234], dtype=np.uint32)
-    return ((high[:, None] << 16) | low).ravel().view(np.float32)
-
-
-def _float16_sweep() -> np.ndarray:
-    return np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
 
 
 def _run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, key=0, offset=0, rand_bits=64) -> np.ndarray:
@@ -82,7 +71,7 @@ def _uses_scaled(fmt, dtype) -> bool:
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
 def test_scaled_kernel_matches_bit_kernel(fmt, mode):
     with np.errstate(invalid="ignore"):  # casting signalling NaNs
-        sweeps = (_float32_sweep(), _float16_sweep().astype(np.float32), _float32_sweep().astype(np.float64))
+        sweeps = (float32_sweep(), float16_sweep().astype(np.float32), float32_sweep().astype(np.float64))
     for xs in sweeps:
         if not _uses_scaled(fmt, xs.dtype):
             continue
@@ -141,7 +130,7 @@ def test_scaled_stochastic_matches_bit_kernel(fmt):
     count, on float32 and float16-valued sweeps (into float64 where the format's
     carrier is), as they come and sorted by magnitude."""
     with np.errstate(invalid="ignore"):  # casting signalling NaNs
-        sweeps = [_float32_sweep(), _float16_sweep().astype(np.float32)]
+        sweeps = [float32_sweep(), float16_sweep().astype(np.float32)]
     # also in order of magnitude: the fast loop then sees whole blocks of its range
     # (a block mostly outside it goes to the general loop, and so do the next few)
     sweeps += [xs[np.argsort(np.abs(xs), kind="stable")] for xs in sweeps]
@@ -246,7 +235,7 @@ def test_results_do_not_depend_on_flushing_subnormals(bits):
     process: subnormal inputs must still round up and down exactly (the scaled
     kernel is then not used, and the widening kernel's general path widens
     float32 subnormals with integers)."""
-    xs = _float32_sweep()
+    xs = float32_sweep()
     subnormal = np.array([2.0**-149, -2.0**-149, 2.0**-130, 2.0**-127, -2.0**-127], np.float32)
     for fmt in _ENVIRONMENT_FORMATS:
         for mode in (*SCALED_MODES, "stochastic"):
@@ -265,7 +254,7 @@ def test_results_do_not_depend_on_flushing_subnormals(bits):
 @pytest.mark.parametrize("direction", [FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO])
 def test_results_do_not_depend_on_the_rounding_direction(direction):
     """Ties to even and the sign of zero stay right whatever fesetround says."""
-    xs = _float32_sweep()
+    xs = float32_sweep()
     for fmt in _ENVIRONMENT_FORMATS:
         for mode in (*SCALED_MODES, "stochastic"):
             want = rp.round(xs, fmt, mode, rng=5)

@@ -16,14 +16,19 @@ thread that runs the kernel:
   fixed point (``scaled_random``); needs subnormals kept.
 - ``quantize.round_nearest_by_adding``: floating point (``nearest_by_adding``) in
   nearest; needs subnormals kept and rounding to nearest.
+
+and one that works on integers, in any environment:
+
+- ``quantize.round_nearest_uniform``: floating point (``nearest_uniform``) in
+  nearest.
 """
 import numpy as np
 from numba import njit, types
 
 from ._bits import NUMBA_OPTIONS
 from .quantize import (
-    NEAREST, P_NEAREST_BY_ADDING, P_SCALED, P_SCALED_RANDOM, STOCHASTIC, entry_point, round_array_for,
-    round_nearest_by_adding, round_scaled_stochastic,
+    NEAREST, P_NEAREST_BY_ADDING, P_NEAREST_UNIFORM, P_SCALED, P_SCALED_RANDOM, STOCHASTIC, entry_point,
+    round_array_for, round_nearest_by_adding, round_nearest_uniform, round_scaled_stochastic,
 )
 from .scaled import SCALED_MODES, round_scaled
 
@@ -73,7 +78,9 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
     ``quantize.round_array_for`` says. Call it in the thread that runs the kernel."""
     fast_params = params if fast_params is None else fast_params
     kernel = None
-    if mode == NEAREST and params[P_NEAREST_BY_ADDING]:
+    if mode == NEAREST and params[P_NEAREST_UNIFORM]:
+        kernel = round_nearest_uniform
+    elif mode == NEAREST and params[P_NEAREST_BY_ADDING]:
         if environment() == KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST:
             kernel = round_nearest_by_adding
     elif mode == STOCHASTIC and fast_params[P_SCALED_RANDOM]:

@@ -79,6 +79,7 @@ from ._bits import (
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, store_scaled
+from .uniform import nearest_uniform
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
@@ -124,6 +125,8 @@ PARAM_NAMES = (
                           #   loop of `round_scaled_stochastic` does by scaling (scaled_random.py)
     "nearest_by_adding",  # 1: a floating-point format whose rounding to nearest the fast loop of
                           #   `round_nearest_by_adding` does by adding a power of two (adding.py)
+    "nearest_uniform",    # 1: a floating-point format whose rounding to nearest the fast loop of
+                          #   `round_nearest_uniform` does with one bit count for all (uniform.py)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -133,6 +136,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
     P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
+    P_NEAREST_UNIFORM,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -703,8 +707,8 @@ SKIP = 8
 
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
-# nearest by adding a power of two (``adding``).
-BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP = range(4)
+# nearest by adding a power of two (``adding``); nearest with one bit count (``uniform``).
+BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP = range(5)
 
 
 def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
@@ -712,7 +716,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     without the rare paths of `round_bits` (`general`, no fast path), with the
     fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
     `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
-    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``).
+    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; UNIFORM_LOOP,
+    parameter ``nearest_uniform``).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -724,6 +729,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
         inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits
         drop_min, drop_offset = fast_params[P_FAST_DROP_MIN], fast_params[P_FAST_DROP_OFFSET]  # ADDING_LOOP
         carrier_man_bits = fast_params[P_CARRIER_MAN_BITS]
+        aligned = fast_params[P_FAST_ALIGNED_BITS]  # UNIFORM_LOOP
+        step_above = fast_params[P_HALF_QUANTUM_BITS] - fast_params[P_BELOW_TIE_UP]
+        quantum = fast_params[P_BELOW_QUANTUM_BITS]
         low, high = fast_bounds(fast_params, mode, halves)
         fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
@@ -780,6 +788,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))
+                            elif fast_loop == UNIFORM_LOOP:
+                                store_fast(target_part, i, nearest_uniform(source_part[i], drop_min, aligned, step_above,
+                                                                           quantum))
                             else:
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
@@ -817,7 +828,9 @@ round_general = _kernel(-1, True)
 round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
 round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
 round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
-KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding)
+round_nearest_uniform = _kernel(NEAREST, False, UNIFORM_LOOP)
+KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding,
+                          round_nearest_uniform)
 
 
 def halves_apply(params, mode):
