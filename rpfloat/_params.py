@@ -228,6 +228,11 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         and fields["fast_drop_offset"] - aligned_field <= fields["fast_drop_min"]
         and not fields["no_negative_zero"]
     )
+    fields["stochastic_uniform"] = int(
+        fields["nearest_uniform"] == 1
+        and carrier_man_bits == 23
+        and fields["fast_low_random_bits"] >= fields["fast_aligned_bits"]
+    )
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {

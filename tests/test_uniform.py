@@ -109,3 +109,35 @@ def test_environment_does_not_matter():
                 got = rp.round(xs, fmt)
             assert kernel is quantize.entry_point(quantize.round_nearest_uniform, np.int32, np.int32)
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=repr(fmt))
+
+
+STOCHASTIC_FORMATS = [rp.format("bfloat16"), rp.format("tf32"), rp.FloatFormat(8, 22), rp.FloatFormat(8, 1)]
+RAND_BITS = (64, 1, 7, 9, 16, 23, 31, 32, 33)
+
+
+def test_stochastic_eligibility():
+    for fmt in STOCHASTIC_FORMATS:
+        assert _params(fmt, np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 1, fmt
+        assert _params(fmt, np.float64)[quantize.P_STOCHASTIC_UNIFORM] == 0, fmt
+    # a stochastic range that starts below min_normal (0 or min_normal drawn there)
+    assert _params(rp.FloatFormat(4, 3, subnormals=False), np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 0
+    assert _params(rp.format("e4m3"), np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 0
+
+
+@pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
+def test_stochastic_matches_bit_kernel(fmt):
+    """Every element draws the bits the bit-level kernel draws for it, for every
+    rand_bits, key and offset (a counter that crosses a 2**32 boundary too)."""
+    params = _params(fmt, np.float32)
+    uniform = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    assert uniform is quantize.entry_point(quantize.round_stochastic_uniform, np.int32, np.int32)
+    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    for xs in list(sweeps())[:4]:  # the float32 sweep and every float16, each also sorted
+        for rand_bits, key, offset in zip(RAND_BITS, range(11, 20), (0, 5, 2**32 - 1000, 7, 0, 3, 1, 0, 9)):
+            got, want = np.empty_like(xs), np.empty_like(xs)
+            for kernel, out in ((uniform, got), (bit_kernel, want)):
+                kernel(xs.view(np.int32), out.view(np.int32), params, params, quantize.STOCHASTIC, key, offset,
+                       rand_bits)
+            bad = np.flatnonzero(got.view(np.int32) != want.view(np.int32))
+            assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
+                                   f"uniform={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")

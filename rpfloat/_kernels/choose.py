@@ -20,15 +20,18 @@ thread that runs the kernel:
 and one that works on integers, in any environment:
 
 - ``quantize.round_nearest_uniform``: floating point (``nearest_uniform``) in
-  nearest.
+  nearest;
+- ``quantize.round_stochastic_uniform``: float32 data onto bfloat16 and tf32
+  (``stochastic_uniform``) in stochastic.
 """
 import numpy as np
 from numba import njit, types
 
 from ._bits import NUMBA_OPTIONS
 from .quantize import (
-    NEAREST, P_NEAREST_BY_ADDING, P_NEAREST_UNIFORM, P_SCALED, P_SCALED_RANDOM, STOCHASTIC, entry_point,
-    round_array_for, round_nearest_by_adding, round_nearest_uniform, round_scaled_stochastic,
+    NEAREST, P_NEAREST_BY_ADDING, P_NEAREST_UNIFORM, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_UNIFORM, STOCHASTIC,
+    entry_point, round_array_for, round_nearest_by_adding, round_nearest_uniform, round_scaled_stochastic,
+    round_stochastic_uniform,
 )
 from .scaled import SCALED_MODES, round_scaled
 
@@ -83,6 +86,8 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
     elif mode == NEAREST and params[P_NEAREST_BY_ADDING]:
         if environment() == KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST:
             kernel = round_nearest_by_adding
+    elif mode == STOCHASTIC and params[P_STOCHASTIC_UNIFORM]:
+        kernel = round_stochastic_uniform
     elif mode == STOCHASTIC and fast_params[P_SCALED_RANDOM]:
         if environment() & KEEPS_SUBNORMALS:
             kernel = round_scaled_stochastic

@@ -79,7 +79,7 @@ from ._bits import (
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, store_scaled
-from .uniform import nearest_uniform
+from .uniform import nearest_uniform, stochastic_uniform
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 
 # Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
@@ -127,6 +127,8 @@ PARAM_NAMES = (
                           #   `round_nearest_by_adding` does by adding a power of two (adding.py)
     "nearest_uniform",    # 1: a floating-point format whose rounding to nearest the fast loop of
                           #   `round_nearest_uniform` does with one bit count for all (uniform.py)
+    "stochastic_uniform",  # 1: the same for stochastic rounding of float32 data (bfloat16, tf32),
+                           #   kernel `round_stochastic_uniform`
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -136,7 +138,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
     P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
-    P_NEAREST_UNIFORM,
+    P_NEAREST_UNIFORM, P_STOCHASTIC_UNIFORM,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -716,8 +718,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     without the rare paths of `round_bits` (`general`, no fast path), with the
     fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
     `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
-    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; UNIFORM_LOOP,
-    parameter ``nearest_uniform``).
+    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; nearest or
+    stochastic: UNIFORM_LOOP, parameters ``nearest_uniform``, ``stochastic_uniform``).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -788,6 +790,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))
+                            elif fast_loop == UNIFORM_LOOP and mode == STOCHASTIC:
+                                store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
+                                                                              rand_bits))
                             elif fast_loop == UNIFORM_LOOP:
                                 store_fast(target_part, i, nearest_uniform(source_part[i], drop_min, aligned, step_above,
                                                                            quantum))
@@ -829,8 +834,9 @@ round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
 round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
 round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
 round_nearest_uniform = _kernel(NEAREST, False, UNIFORM_LOOP)
+round_stochastic_uniform = _kernel(STOCHASTIC, False, UNIFORM_LOOP)
 KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding,
-                          round_nearest_uniform)
+                          round_nearest_uniform, round_stochastic_uniform)
 
 
 def halves_apply(params, mode):
