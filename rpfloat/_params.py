@@ -221,7 +221,7 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
     # uniform.py: one bit count from fast_aligned_bits up (no subnormals above the
     # carrier's normals), -0, and at least one bit dropped
     aligned_field = fields["fast_aligned_bits"] >> carrier_man_bits
-    fields["nearest_uniform"] = int(
+    fields["uniform_drop"] = int(
         not isinstance(fmt, FixedFormat)
         and fields["fast_low_bits"] <= fields["fast_high_bits"]
         and fields["fast_drop_min"] >= 1
@@ -229,7 +229,7 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         and not fields["no_negative_zero"]
     )
     fields["stochastic_uniform"] = int(
-        fields["nearest_uniform"] == 1
+        fields["uniform_drop"] == 1
         and carrier_man_bits == 23
         and fields["fast_low_random_bits"] >= fields["fast_aligned_bits"]
     )

@@ -1,6 +1,7 @@
-"""Rounding to nearest with one bit count for the whole fast range
-(``rpfloat._kernels.uniform``, kernel ``quantize.round_nearest_uniform``):
-bfloat16 and tf32 in float32, and formats without subnormals.
+"""Rounding with one bit count for the whole fast range
+(``rpfloat._kernels.uniform``, kernels ``quantize.UNIFORM_KERNELS``): bfloat16
+and tf32 in float32, and formats without subnormals, in every deterministic
+mode, and stochastic rounding onto bfloat16 and tf32.
 
 It must agree bit for bit, NaN payloads included, with the bit-level kernel that
 the oracle tests hold to exact arithmetic, over sweeps of every float16 pattern
@@ -46,42 +47,54 @@ def _params(fmt, dtype):
     return kernel_params(fmt, np.dtype(dtype), _policy(fmt))
 
 
-def _run(kernel, xs, params):
+MODES = {"nearest": quantize.NEAREST, "nearest_away": quantize.NEAREST_AWAY, "toward_zero": quantize.TOWARD_ZERO,
+         "up": quantize.UP, "down": quantize.DOWN, "odd": quantize.ODD}
+
+
+def _run(kernel, xs, params, mode=quantize.NEAREST):
     bits = BITS[xs.dtype]
     out = np.empty_like(xs)
-    kernel(xs.view(bits), out.view(bits), params, params, quantize.NEAREST, 0, 0, 64)
+    kernel(xs.view(bits), out.view(bits), params, params, mode, 0, 0, 64)
     return out
 
 
 def test_eligibility():
     for fmt in ELIGIBLE:
         for dtype in (np.float32, np.float64):
-            assert _params(fmt, dtype)[quantize.P_NEAREST_UNIFORM] == 1, (fmt, dtype)
+            assert _params(fmt, dtype)[quantize.P_UNIFORM_DROP] == 1, (fmt, dtype)
             assert _params(fmt, dtype)[quantize.P_NEAREST_BY_ADDING] == 0, (fmt, dtype)
     for fmt in FLOAT32_ONLY:
-        assert _params(fmt, np.float32)[quantize.P_NEAREST_UNIFORM] == 1, fmt
-        assert _params(fmt, np.float64)[quantize.P_NEAREST_UNIFORM] == 0, fmt
+        assert _params(fmt, np.float32)[quantize.P_UNIFORM_DROP] == 1, fmt
+        assert _params(fmt, np.float64)[quantize.P_UNIFORM_DROP] == 0, fmt
     for why, fmt in NOT_ELIGIBLE.items():
-        assert _params(fmt, np.float32)[quantize.P_NEAREST_UNIFORM] == 0, why
+        assert _params(fmt, np.float32)[quantize.P_UNIFORM_DROP] == 0, why
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", ELIGIBLE + FLOAT32_ONLY, ids=repr)
-def test_matches_bit_kernel(fmt):
+def test_matches_bit_kernel(fmt, mode):
+    mode = MODES[mode]
     checked = 0
     for xs in sweeps():
         params = _params(fmt, xs.dtype)
-        if not params[quantize.P_NEAREST_UNIFORM]:
+        if not params[quantize.P_UNIFORM_DROP]:
             continue
         bits = BITS[xs.dtype]
-        uniform = choose.kernel_for(bits, bits, params, quantize.NEAREST)
-        assert uniform is quantize.entry_point(quantize.round_nearest_uniform, bits, bits)
-        got = _run(uniform, xs, params)
-        want = _run(quantize.round_array_for(bits, bits, params, quantize.NEAREST), xs, params)
+        uniform = choose.kernel_for(bits, bits, params, mode)
+        assert uniform is quantize.entry_point(quantize.UNIFORM_KERNELS[mode], bits, bits)
+        got = _run(uniform, xs, params, mode)
+        want = _run(quantize.round_array_for(bits, bits, params, mode), xs, params, mode)
         bad = np.flatnonzero(got.view(bits) != want.view(bits))
         assert bad.size == 0, (f"{fmt!r} on {xs.dtype}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
                                f"uniform={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
         checked += 1
     assert checked >= 2
+
+
+def test_stochastic_equal_takes_the_bit_kernel():
+    params = _params(rp.format("bfloat16"), np.float32)
+    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC_EQUAL) is \
+        quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC_EQUAL)
 
 
 def test_below_min_normal_without_subnormals():
@@ -107,7 +120,7 @@ def test_environment_does_not_matter():
             with context():
                 kernel = choose.kernel_for(np.int32, np.int32, params, quantize.NEAREST)
                 got = rp.round(xs, fmt)
-            assert kernel is quantize.entry_point(quantize.round_nearest_uniform, np.int32, np.int32)
+            assert kernel is quantize.entry_point(quantize.UNIFORM_KERNELS[quantize.NEAREST], np.int32, np.int32)
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=repr(fmt))
 
 
@@ -130,7 +143,7 @@ def test_stochastic_matches_bit_kernel(fmt):
     rand_bits, key and offset (a counter that crosses a 2**32 boundary too)."""
     params = _params(fmt, np.float32)
     uniform = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert uniform is quantize.entry_point(quantize.round_stochastic_uniform, np.int32, np.int32)
+    assert uniform is quantize.entry_point(quantize.UNIFORM_KERNELS[quantize.STOCHASTIC], np.int32, np.int32)
     bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
     for xs in list(sweeps())[:4]:  # the float32 sweep and every float16, each also sorted
         for rand_bits, key, offset in zip(RAND_BITS, range(11, 20), (0, 5, 2**32 - 1000, 7, 0, 3, 1, 0, 9)):

@@ -19,9 +19,8 @@ thread that runs the kernel:
 
 and one that works on integers, in any environment:
 
-- ``quantize.round_nearest_uniform``: floating point (``nearest_uniform``) in
-  nearest;
-- ``quantize.round_stochastic_uniform``: float32 data onto bfloat16 and tf32
+- ``quantize.UNIFORM_KERNELS``: floating point (``uniform_drop``) in every
+  deterministic mode, and float32 data onto bfloat16 and tf32
   (``stochastic_uniform``) in stochastic.
 """
 import numpy as np
@@ -29,9 +28,8 @@ from numba import njit, types
 
 from ._bits import NUMBA_OPTIONS
 from .quantize import (
-    NEAREST, P_NEAREST_BY_ADDING, P_NEAREST_UNIFORM, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_UNIFORM, STOCHASTIC,
-    entry_point, round_array_for, round_nearest_by_adding, round_nearest_uniform, round_scaled_stochastic,
-    round_stochastic_uniform,
+    NEAREST, P_NEAREST_BY_ADDING, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_UNIFORM, P_UNIFORM_DROP, STOCHASTIC,
+    UNIFORM_KERNELS, entry_point, round_array_for, round_nearest_by_adding, round_scaled_stochastic,
 )
 from .scaled import SCALED_MODES, round_scaled
 
@@ -81,13 +79,13 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
     ``quantize.round_array_for`` says. Call it in the thread that runs the kernel."""
     fast_params = params if fast_params is None else fast_params
     kernel = None
-    if mode == NEAREST and params[P_NEAREST_UNIFORM]:
-        kernel = round_nearest_uniform
+    if mode < STOCHASTIC and params[P_UNIFORM_DROP]:
+        kernel = UNIFORM_KERNELS[mode]
     elif mode == NEAREST and params[P_NEAREST_BY_ADDING]:
         if environment() == KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST:
             kernel = round_nearest_by_adding
     elif mode == STOCHASTIC and params[P_STOCHASTIC_UNIFORM]:
-        kernel = round_stochastic_uniform
+        kernel = UNIFORM_KERNELS[STOCHASTIC]
     elif mode == STOCHASTIC and fast_params[P_SCALED_RANDOM]:
         if environment() & KEEPS_SUBNORMALS:
             kernel = round_scaled_stochastic

@@ -79,11 +79,10 @@ from ._bits import (
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, store_scaled
-from .uniform import nearest_uniform, stochastic_uniform
+from .uniform import stochastic_uniform, uniform_round
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
-
-# Rounding modes, as in rpfloat.modes.Mode (kept as plain ints for numba).
-NEAREST, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC, STOCHASTIC_EQUAL = range(8)
+# the kernels' mode numbers, as in rpfloat.modes.Mode (re-exported from here)
+from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP
 
 # Overflow policies.
 OVERFLOW_INF, OVERFLOW_SATURATE, OVERFLOW_NAN, OVERFLOW_WRAP = range(4)
@@ -125,10 +124,10 @@ PARAM_NAMES = (
                           #   loop of `round_scaled_stochastic` does by scaling (scaled_random.py)
     "nearest_by_adding",  # 1: a floating-point format whose rounding to nearest the fast loop of
                           #   `round_nearest_by_adding` does by adding a power of two (adding.py)
-    "nearest_uniform",    # 1: a floating-point format whose rounding to nearest the fast loop of
-                          #   `round_nearest_uniform` does with one bit count for all (uniform.py)
+    "uniform_drop",       # 1: a floating-point format whose deterministic rounding the fast loops of
+                          #   `UNIFORM_KERNELS` do with one bit count for all (uniform.py)
     "stochastic_uniform",  # 1: the same for stochastic rounding of float32 data (bfloat16, tf32),
-                           #   kernel `round_stochastic_uniform`
+                           #   kernel UNIFORM_KERNELS[STOCHASTIC]
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -138,7 +137,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
     P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
-    P_NEAREST_UNIFORM, P_STOCHASTIC_UNIFORM,
+    P_UNIFORM_DROP, P_STOCHASTIC_UNIFORM,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -709,7 +708,7 @@ SKIP = 8
 
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
-# nearest by adding a power of two (``adding``); nearest with one bit count (``uniform``).
+# nearest by adding a power of two (``adding``); one bit count for all (``uniform``).
 BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP = range(5)
 
 
@@ -718,8 +717,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     without the rare paths of `round_bits` (`general`, no fast path), with the
     fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
     `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
-    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; nearest or
-    stochastic: UNIFORM_LOOP, parameters ``nearest_uniform``, ``stochastic_uniform``).
+    nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; all but
+    stochastic_equal: UNIFORM_LOOP, parameters ``uniform_drop``, ``stochastic_uniform``).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -732,7 +731,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
         drop_min, drop_offset = fast_params[P_FAST_DROP_MIN], fast_params[P_FAST_DROP_OFFSET]  # ADDING_LOOP
         carrier_man_bits = fast_params[P_CARRIER_MAN_BITS]
         aligned = fast_params[P_FAST_ALIGNED_BITS]  # UNIFORM_LOOP
-        step_above = fast_params[P_HALF_QUANTUM_BITS] - fast_params[P_BELOW_TIE_UP]
+        half_quantum, below_tie_up = fast_params[P_HALF_QUANTUM_BITS], fast_params[P_BELOW_TIE_UP]
         quantum = fast_params[P_BELOW_QUANTUM_BITS]
         low, high = fast_bounds(fast_params, mode, halves)
         fast_ok = False if general else low <= high
@@ -794,8 +793,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                                 store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
                                                                               rand_bits))
                             elif fast_loop == UNIFORM_LOOP:
-                                store_fast(target_part, i, nearest_uniform(source_part[i], drop_min, aligned, step_above,
-                                                                           quantum))
+                                store_fast(target_part, i, uniform_round(source_part[i], mode, drop_min, aligned,
+                                                                         half_quantum, below_tie_up, quantum))
                             else:
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
@@ -833,10 +832,10 @@ round_general = _kernel(-1, True)
 round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
 round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
 round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
-round_nearest_uniform = _kernel(NEAREST, False, UNIFORM_LOOP)
-round_stochastic_uniform = _kernel(STOCHASTIC, False, UNIFORM_LOOP)
+# by mode number, stochastic_equal excepted (None)
+UNIFORM_KERNELS = tuple(_kernel(mode, False, UNIFORM_LOOP) for mode in range(STOCHASTIC + 1)) + (None,)
 KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding,
-                          round_nearest_uniform, round_stochastic_uniform)
+                          *UNIFORM_KERNELS[:-1])
 
 
 def halves_apply(params, mode):

@@ -1,7 +1,6 @@
-"""Rounding to nearest, and stochastic rounding of float32 data, where every
-normal magnitude drops the same bits: the element functions of the fast loops
-of kernels ``quantize.round_nearest_uniform`` and
-``quantize.round_stochastic_uniform``.
+"""Rounding where every normal magnitude drops the same bits: the element
+functions of the fast loops of kernels ``quantize.UNIFORM_KERNELS`` (one per
+deterministic mode, and stochastic rounding of float32 data).
 
 Where the format has no subnormal numbers above the carrier's smallest normal
 (bfloat16 and tf32 in float32, whose subnormals are the carrier's; every format
@@ -13,8 +12,11 @@ is the integer sum::
     r = (a + 2**(d - 1) - 1 + ((a >> d) & 1)) & ~(2**d - 1)
 
 (the carry runs into the exponent field by itself), with shifts by one count
-for the whole loop. Below fast_aligned_bits (formats without subnormals: below
-min_normal) the result is 0 or min_normal, as ``quantize.step_below`` decides.
+for the whole loop. The other deterministic modes add another bias (nearest
+away: ``2**(d - 1)``; toward zero: 0; up and down: 0 or ``2**d - 1`` by the
+sign), and round to odd sets the kept last bit where a dropped bit is set.
+Below fast_aligned_bits (formats without subnormals: below min_normal) the
+result is 0 or min_normal, as ``quantize.step_below`` decides.
 
 Stochastic rounding adds the spec's random bias instead, the top d bits of the
 element's random number (as ``quantize.stochastic_bias`` draws them: for
@@ -25,39 +27,40 @@ float32 data its high word, the bits beyond the top ``rand_bits`` cleared)::
 which is the bit-level fast path's rounding from fast_aligned_bits up, where
 that path's stochastic range starts for these formats in float32.
 
-Per 8 float32 elements that is 23 AVX2 instructions with the loop's range
-check, where ``quantize.fast_round_bits`` takes 39 (stochastic: about 30 with
-the random number, where it takes 58). It works on integers only, so it does
+Per 8 float32 elements rounding to nearest takes 23 AVX2 instructions with the
+loop's range check, where ``quantize.fast_round_bits`` takes 39 (stochastic:
+about 30 with the random number, where it takes 58). It works on integers only, so it does
 not depend on the thread's floating-point environment.
 
-``rpfloat._params`` sets the parameter ``nearest_uniform`` where it applies:
+``rpfloat._params`` sets the parameter ``uniform_drop`` where it applies:
 floating-point formats with -0, ``man_bits < carrier_man_bits``, a fast range,
 and the same bits dropped from fast_aligned_bits to the format's largest value;
 and ``stochastic_uniform`` where, in addition, the carrier is float32 and the
 stochastic fast range starts at fast_aligned_bits (bfloat16 and tf32).
-``choose.kernel_for`` gives the kernels for modes nearest and stochastic.
+``choose.kernel_for`` gives the kernels (not for stochastic_equal).
 """
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._bits import NUMBA_OPTIONS, bit_and, bit_or, shift_right, wrapping_add
+from ._bits import NUMBA_OPTIONS, bit_and, bit_or, shift_left, shift_right, wrapping_add
+from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, UP
 
 U_32 = np.uint64(32)
 
 
-def nearest_uniform(bits, drop, aligned, step_above, quantum):
-    """Carrier bits `bits` (int32 or int64) rounded to nearest (ties to even),
-    sign included, in the fast range of a format with the ``nearest_uniform``
-    parameter: `drop` bits dropped from magnitude `aligned` up; below it `quantum`
-    (one spacing) where the magnitude is above `step_above`, else 0. The
-    arguments are the parameters fast_drop_min, fast_aligned_bits,
-    ``half_quantum_bits - below_tie_up`` and below_quantum_bits."""
-    raise NotImplementedError("nearest_uniform runs inside numba kernels only")
+def uniform_round(bits, mode, drop, aligned, half_quantum, below_tie_up, quantum):
+    """Carrier bits `bits` (int32 or int64) rounded in the deterministic `mode`
+    (a ``quantize`` mode number, a constant of the kernel), sign included, in the
+    fast range of a format with the ``uniform_drop`` parameter: `drop` bits
+    dropped from magnitude `aligned` up; below it `quantum` (one spacing) or 0.
+    The other arguments are the parameters fast_drop_min, fast_aligned_bits,
+    half_quantum_bits, below_tie_up and below_quantum_bits."""
+    raise NotImplementedError("uniform_round runs inside numba kernels only")
 
 
-@overload(nearest_uniform, jit_options=NUMBA_OPTIONS)
-def _nearest_uniform(bits, drop, aligned, step_above, quantum):
+@overload(uniform_round, jit_options=NUMBA_OPTIONS)
+def _uniform_round(bits, mode, drop, aligned, half_quantum, below_tie_up, quantum):
     if bits == types.int32:
         width = np.int32
     elif bits == types.int64:
@@ -66,17 +69,45 @@ def _nearest_uniform(bits, drop, aligned, step_above, quantum):
         return None
     sign = width(-1) << width(bits.bitwidth - 1)
     magnitude_mask = width(~sign)
-    one = width(1)
+    one, zero = width(1), width(0)
 
-    def uniform(bits, drop, aligned, step_above, quantum):
+    def uniform(bits, mode, drop, aligned, half_quantum, below_tie_up, quantum):
         # loop invariants, each cast to the lanes' width (numba widens int32 arithmetic)
         count = width(drop)
         half_less_one = width((np.int64(1) << (drop - 1)) - 1)
-        kept_mask = width(~((np.int64(1) << drop) - 1))
+        low_mask = width((np.int64(1) << drop) - 1)
+        kept_mask = width(~low_mask)
         magnitude = bit_and(bits, magnitude_mask)
-        odd = bit_and(shift_right(magnitude, count), one)
-        rounded = bit_and(wrapping_add(wrapping_add(magnitude, half_less_one), odd), kept_mask)
-        below = (width(quantum) if magnitude > width(step_above) else width(0))
+        negative = bits < zero
+        # at or above `aligned`: a bias, then the dropped bits cleared
+        if mode == NEAREST:
+            bias = wrapping_add(half_less_one, bit_and(shift_right(magnitude, count), one))
+        elif mode == NEAREST_AWAY:
+            bias = wrapping_add(half_less_one, one)
+        elif mode == UP:
+            bias = zero if negative else low_mask
+        elif mode == DOWN:
+            bias = low_mask if negative else zero
+        else:  # toward zero, odd
+            bias = zero
+        rounded = bit_and(wrapping_add(magnitude, bias), kept_mask)
+        if mode == ODD:
+            inexact = bit_and(magnitude, low_mask) != zero
+            rounded = bit_or(rounded, shift_left(width(inexact), count))
+        # below `aligned` (formats without subnormals): 0 or one spacing
+        if mode == NEAREST:
+            step = magnitude > width(half_quantum - below_tie_up)
+        elif mode == NEAREST_AWAY:
+            step = magnitude >= width(half_quantum)
+        elif mode == UP:
+            step = magnitude != zero and not negative
+        elif mode == DOWN:
+            step = magnitude != zero and negative
+        elif mode == ODD:
+            step = magnitude != zero
+        else:
+            step = False
+        below = width(quantum) if step else zero
         result = below if magnitude < width(aligned) else rounded
         return bit_or(result, bit_and(bits, sign))
 
