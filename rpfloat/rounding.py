@@ -22,10 +22,11 @@ from .presets import format as to_format
 __all__ = ["round", "encode", "decode", "result_dtype"]
 
 # Below this many elements one thread is faster than handing ranges to a pool
-# (measured with benchmarks/bench_round.py on a 2-core machine).
+# (on a 2-core machine, where waking a pool thread takes ~100 µs; benchmarks/RESULTS.md).
 PARALLEL_THRESHOLD = 3 << 20
-# A large array is cut into ranges of at least RANGE_MIN elements, at most
-# RANGES_PER_THREAD per thread, so that a thread that starts late takes fewer.
+# A large array is cut into RANGES_PER_THREAD ranges per thread, fewer where they
+# would hold under RANGE_MIN elements (but one per thread at least), so that a
+# thread that starts late takes fewer.
 RANGE_MIN = 1 << 17
 RANGES_PER_THREAD = 8
 # Elements converted at a time where input or result is not the carrier dtype:
@@ -184,10 +185,11 @@ def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits, w
 
     The array is cut into ranges that the calling thread and the pool's threads
     take in turn until none is left: where the machine is slow to start a pool
-    thread, the calling thread rounds more of them, so that threads never make
-    a call slower than one thread would. The kernel releases the GIL, and
-    element ``i`` draws random number ``offset + i`` whatever the range, so
-    threads never change a result.
+    thread, or the pool is busy with another user thread's call, the calling
+    thread rounds more of them, and it never waits for a pool task that has not
+    started (it cancels it). The kernel releases the GIL, and element ``i``
+    draws random number ``offset + i`` whatever the range, so threads never
+    change a result.
     """
     global _pool
     size = source.size
@@ -201,10 +203,11 @@ def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits, w
     ranges = max(threads, min(RANGES_PER_THREAD * threads, size // RANGE_MIN))
     bounds = np.linspace(0, size, ranges + 1).astype(np.int64).tolist()
     taken = itertools.count()  # next() on it is atomic: each range goes to one thread
+    stopped = threading.Event()  # set where the calling thread failed: the others stop taking
 
     def take_ranges():
         for index in taken:
-            if index >= ranges:
+            if index >= ranges or stopped.is_set():
                 return
             _round_range(source, target, carrier, params, mode, key, offset, rand_bits, widening,
                          bounds[index], bounds[index + 1])
@@ -212,8 +215,14 @@ def _run_kernel(source, target, carrier, params, mode, key, offset, rand_bits, w
     futures = [_pool.submit(take_ranges) for _ in range(threads - 1)]
     try:
         take_ranges()
-    finally:
+    except BaseException:  # an error or KeyboardInterrupt: stop the others, then raise it
+        stopped.set()
         for future in futures:
+            future.cancel()
+        concurrent.futures.wait(futures)
+        raise
+    for future in futures:
+        if not future.cancel():  # it started: wait for its ranges (and raise what it raised)
             future.result()
 
 

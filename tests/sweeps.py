@@ -15,13 +15,27 @@ def float16_sweep() -> np.ndarray:
     return np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
 
 
+def float64_sweep() -> np.ndarray:
+    """Every float64 sign and exponent with significands that put a tie, one
+    below and one above it, and carries at every bit position (and a few fixed
+    random significands): float64 values beyond float32's, NaN payloads too."""
+    fields = np.arange(1 << 12, dtype=np.uint64) << np.uint64(52)
+    single = [1 << k for k in range(52)]
+    significands = {0, (1 << 52) - 1}
+    for bit in single:
+        significands.update({bit, bit - 1, bit + 1, bit | (1 << 51), (bit - 1) | (1 << 51)})
+    significands.update(np.random.default_rng(64).integers(0, 1 << 52, 24, dtype=np.uint64).tolist())
+    low = np.array(sorted(s & ((1 << 52) - 1) for s in significands), dtype=np.uint64)
+    return (fields[:, None] | low).ravel().view(np.float64)
+
+
 def sweeps():
-    """The float32 sweep, every float16 as float32, and the float32 sweep as
-    float64, each also sorted by magnitude: a fast loop then meets mostly blocks
-    with no element outside its range (in exponent order most blocks hold some,
-    and the general loop would redo them)."""
+    """The float32 sweep, every float16 as float32, the float32 sweep as float64
+    and the float64 sweep, each also sorted by magnitude: a fast loop then meets
+    mostly blocks with no element outside its range (in exponent order most
+    blocks hold some, and the general loop would redo them)."""
     float32 = float32_sweep()
     with np.errstate(invalid="ignore"):  # casting signalling NaNs
-        for xs in (float32, float16_sweep().astype(np.float32), float32.astype(np.float64)):
+        for xs in (float32, float16_sweep().astype(np.float32), float32.astype(np.float64), float64_sweep()):
             yield xs
             yield xs[np.argsort(np.abs(xs), kind="stable")]

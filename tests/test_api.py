@@ -443,3 +443,31 @@ def test_ranges_go_once_each_to_whichever_thread_is_free(small_ranges, monkeypat
                 assert {thread for thread, _, _ in done} == {threading.get_ident()}
     finally:
         numba.set_num_threads(previous)
+
+
+def test_a_busy_pool_does_not_hold_up_a_call(small_ranges):
+    """While the pool's thread is busy (another user thread's call), a call rounds
+    all its ranges itself and returns, rather than wait for its queued task."""
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("needs NUMBA_NUM_THREADS >= 2")
+    x = np.random.default_rng(5).standard_normal(4 * small_ranges.PARALLEL_THRESHOLD + 3).astype(np.float32)
+    previous = numba.get_num_threads()
+    numba.set_num_threads(1)
+    expected = rp.round(x, "e4m3", "stochastic", rng=2)
+    numba.set_num_threads(2)
+    try:
+        rp.round(x, "e4m3")  # the pool exists
+        release = threading.Event()
+        blocker = small_ranges._pool.submit(release.wait)  # its one thread, busy until released
+        got = {}
+        caller = threading.Thread(target=lambda: got.update(y=rp.round(x, "e4m3", "stochastic", rng=2)))
+        caller.start()  # numba's default thread count there: NUMBA_NUM_THREADS
+        caller.join(timeout=60)
+        returned = not caller.is_alive()
+        release.set()
+        blocker.result()
+        caller.join()
+    finally:
+        numba.set_num_threads(previous)
+    assert returned, "the call waited for the busy pool"
+    np.testing.assert_array_equal(bits(got["y"]), bits(expected))

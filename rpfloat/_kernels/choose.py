@@ -20,8 +20,8 @@ thread that runs the kernel:
 and one that works on integers, in any environment:
 
 - ``quantize.UNIFORM_KERNELS``: floating point (``uniform_drop``) in every
-  deterministic mode, and float32 data onto bfloat16 and tf32
-  (``stochastic_uniform``) in stochastic.
+  deterministic mode, and float32 data onto formats whose min_normal is
+  float32's, such as bfloat16 and tf32 (``stochastic_uniform``), in stochastic.
 """
 import numpy as np
 from numba import njit, types

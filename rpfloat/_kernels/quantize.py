@@ -54,7 +54,10 @@ Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
 fast loop on floats, by scaling (``scaled_random.scaled_stochastic_magnitude``,
 kernel `round_scaled_stochastic`). Rounding to nearest onto most floating-point
 formats runs its fast loop by adding a power of two (``adding.nearest_by_adding``,
-kernel `round_nearest_by_adding`). ``choose.kernel_for`` picks these kernels.
+kernel `round_nearest_by_adding`). Formats that drop the same bits from every
+magnitude of the fast range (bfloat16 and tf32 in float32, formats without
+subnormals) run theirs with one shift count (``uniform.py``, `UNIFORM_KERNELS`).
+``choose.kernel_for`` picks these kernels.
 """
 import numpy as np
 from numba import njit, types

@@ -36,7 +36,8 @@ not depend on the thread's floating-point environment.
 floating-point formats with -0, ``man_bits < carrier_man_bits``, a fast range,
 and the same bits dropped from fast_aligned_bits to the format's largest value;
 and ``stochastic_uniform`` where, in addition, the carrier is float32 and the
-stochastic fast range starts at fast_aligned_bits (bfloat16 and tf32).
+stochastic fast range starts at fast_aligned_bits: formats whose min_normal is
+float32's, 2**-126 (bfloat16, tf32, FloatFormat(8, m) for m < 23).
 ``choose.kernel_for`` gives the kernels (not for stochastic_equal).
 """
 import numpy as np
