@@ -228,6 +228,12 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         and fields["fast_drop_offset"] - aligned_field <= fields["fast_drop_min"]
         and not fields["no_negative_zero"]
     )
+    # scaled_random.split_stochastic: the formats of adding.py in float32, whose
+    # spacing below min_normal and its inverse are normal float32 numbers
+    fields["stochastic_split"] = int(
+        fields["nearest_by_adding"] == 1 and carrier_man_bits == 23
+        and fields["below_quantum_bits"] <= _bits_of(2.0**126, carrier)
+    )
     fields["stochastic_uniform"] = int(
         fields["uniform_drop"] == 1
         and carrier_man_bits == 23

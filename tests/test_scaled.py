@@ -162,11 +162,14 @@ def test_scaled_stochastic_eligibility():
     assert not params[quantize.P_SCALED_RANDOM]  # float64 data keep the bit-level kernel
     assert choose.kernel_for(np.int64, np.int64, params, quantize.STOCHASTIC) is \
         quantize.round_array_for(np.int64, np.int64, params, quantize.STOCHASTIC)
-    for fmt, policy in ((rp.FixedFormat(8, 8), "wrap"), (rp.FloatFormat(4, 3), "saturate")):
-        params = kernel_params(fmt, np.dtype(np.float32), policy)
-        assert not params[quantize.P_SCALED_RANDOM]
-        assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
-            quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "wrap")
+    assert not params[quantize.P_SCALED_RANDOM]
+    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
+        quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    params = kernel_params(rp.FloatFormat(4, 3), np.dtype(np.float32), "saturate")
+    assert not params[quantize.P_SCALED_RANDOM]  # floating point: the split kernel (below)
+    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
+        quantize.entry_point(quantize.round_stochastic_split, np.int32, np.int32)
 
 
 def _small_fixed_formats():
@@ -266,3 +269,61 @@ def test_results_do_not_depend_on_the_rounding_direction(direction):
         got = rp.round(ties, rp.FixedFormat(8, 0), "nearest")
     assert np.array_equal(got, [0.0, 2.0, 2.0, 0.0, -2.0, 0.0, 0.0])
     assert not np.signbit(got[got == 0]).any()
+
+
+# Stochastic rounding onto floating-point formats with subnormals, in two parts
+# (``scaled_random.split_stochastic``): one bit count from min_normal up, scaling
+# onto the fixed spacing below it. The ends: 22 significand bits, a smallest
+# spacing of exactly 2**-126, and a largest value near float32's.
+SPLIT_FORMATS = [
+    rp.format("e4m3"), rp.format("e5m2"), rp.format("float16"), rp.format("float6_e3m2fn"),
+    rp.format("float6_e2m3fn"), rp.format("float4_e2m1fn"), rp.format("float8_e3m4"), rp.FloatFormat(6, 9),
+    rp.FloatFormat(5, 22), rp.FloatFormat(7, 3, bias=124), rp.FloatFormat(7, 20, bias=2),
+]
+
+
+def _split_params(fmt):
+    return kernel_params(fmt, np.dtype(np.float32), "inf" if fmt.has_inf else "saturate")
+
+
+def test_split_eligibility():
+    for fmt in SPLIT_FORMATS:
+        assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 1, fmt
+        assert kernel_params(fmt, np.dtype(np.float64), "saturate")[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
+    for fmt in (rp.format("bfloat16"), rp.FloatFormat(6, 9, subnormals=False), rp.format("float8_e4m3fnuz"),
+                rp.FloatFormat(7, 3, bias=125), rp.FixedFormat(8, 8)):
+        assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
+
+
+@pytest.mark.parametrize("fmt", SPLIT_FORMATS, ids=repr)
+def test_split_stochastic_matches_bit_kernel(fmt):
+    """Every element draws the bits the bit-level kernel draws for it, for every
+    rand_bits, key and offset (a counter crossing 2**32 too), on the float32 sweep
+    and every float16, each also sorted by magnitude."""
+    params = _split_params(fmt)
+    split = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    assert split is quantize.entry_point(quantize.round_stochastic_split, np.int32, np.int32)
+    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    sweeps = [float32_sweep(), float16_sweep().astype(np.float32)]
+    sweeps += [xs[np.argsort(np.abs(xs), kind="stable")] for xs in sweeps]
+    for xs in sweeps:
+        for rand_bits, key, offset in zip(RAND_BITS, range(21, 30), (0, 5, 2**32 - 1000, 7, 0, 3, 1, 0, 9)):
+            got, want = np.empty_like(xs), np.empty_like(xs)
+            for kernel, out in ((split, got), (bit_kernel, want)):
+                kernel(xs.view(np.int32), out.view(np.int32), params, params, quantize.STOCHASTIC, key, offset,
+                       rand_bits)
+            bad = np.flatnonzero(got.view(np.int32) != want.view(np.int32))
+            assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
+                                   f"split={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
+
+
+@pytest.mark.skipif(not X86_64_GLIBC, reason="sets MXCSR through glibc's x86-64 fenv_t")
+def test_split_stochastic_gives_way_under_flushing():
+    params = _split_params(rp.format("e4m3"))
+    xs = float32_sweep()
+    want = rp.round(xs, "e4m3", "stochastic", rng=4, overflow="saturate")
+    with mxcsr_with(DENORMALS_ARE_ZERO | FLUSH_TO_ZERO):
+        kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+        got = rp.round(xs, "e4m3", "stochastic", rng=4, overflow="saturate")
+    assert kernel is quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

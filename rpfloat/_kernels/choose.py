@@ -14,6 +14,8 @@ thread that runs the kernel:
   down and toward_zero; needs subnormals kept.
 - ``quantize.round_scaled_stochastic``: stochastic rounding of float32 data onto
   fixed point (``scaled_random``); needs subnormals kept.
+- ``quantize.round_stochastic_split``: stochastic rounding of float32 data onto
+  floating point with subnormals (``stochastic_split``); needs subnormals kept.
 - ``quantize.round_nearest_by_adding``: floating point (``nearest_by_adding``) in
   nearest; needs subnormals kept and rounding to nearest.
 
@@ -28,8 +30,9 @@ from numba import njit, types
 
 from ._bits import NUMBA_OPTIONS
 from .quantize import (
-    NEAREST, P_NEAREST_BY_ADDING, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_UNIFORM, P_UNIFORM_DROP, STOCHASTIC,
-    UNIFORM_KERNELS, entry_point, round_array_for, round_nearest_by_adding, round_scaled_stochastic,
+    NEAREST, P_NEAREST_BY_ADDING, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_SPLIT, P_STOCHASTIC_UNIFORM, P_UNIFORM_DROP,
+    STOCHASTIC, UNIFORM_KERNELS, entry_point, round_array_for, round_nearest_by_adding, round_scaled_stochastic,
+    round_stochastic_split,
 )
 from .scaled import SCALED_MODES, round_scaled
 
@@ -86,6 +89,9 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
             kernel = round_nearest_by_adding
     elif mode == STOCHASTIC and params[P_STOCHASTIC_UNIFORM]:
         kernel = UNIFORM_KERNELS[STOCHASTIC]
+    elif mode == STOCHASTIC and params[P_STOCHASTIC_SPLIT]:
+        if environment() & KEEPS_SUBNORMALS:
+            kernel = round_stochastic_split
     elif mode == STOCHASTIC and fast_params[P_SCALED_RANDOM]:
         if environment() & KEEPS_SUBNORMALS:
             kernel = round_scaled_stochastic

@@ -81,7 +81,7 @@ from ._bits import (
 )
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
-from .scaled_random import scaled_stochastic_magnitude, store_scaled
+from .scaled_random import scaled_stochastic_magnitude, split_stochastic, store_scaled
 from .uniform import stochastic_uniform, uniform_round
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
 # the kernels' mode numbers, as in rpfloat.modes.Mode (re-exported from here)
@@ -131,6 +131,9 @@ PARAM_NAMES = (
                           #   `UNIFORM_KERNELS` do with one bit count for all (uniform.py)
     "stochastic_uniform",  # 1: the same for stochastic rounding of float32 data (bfloat16, tf32),
                            #   kernel UNIFORM_KERNELS[STOCHASTIC]
+    "stochastic_split",   # 1: a floating-point format with subnormals whose stochastic rounding of float32
+                          #   data the fast loop of `round_stochastic_split` does in two parts
+                          #   (scaled_random.split_stochastic)
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -140,7 +143,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
     P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
-    P_UNIFORM_DROP, P_STOCHASTIC_UNIFORM,
+    P_UNIFORM_DROP, P_STOCHASTIC_UNIFORM, P_STOCHASTIC_SPLIT,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -711,8 +714,9 @@ SKIP = 8
 
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
-# nearest by adding a power of two (``adding``); one bit count for all (``uniform``).
-BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP = range(5)
+# nearest by adding a power of two (``adding``); one bit count for all (``uniform``);
+# stochastic onto formats with subnormals, above and below min_normal (``scaled_random``).
+BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP, SPLIT_LOOP = range(6)
 
 
 def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
@@ -721,7 +725,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     fast loop `fast_loop` (the stochastic mode only: HALVES_LOOP for float64 data,
     `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
     nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; all but
-    stochastic_equal: UNIFORM_LOOP, parameters ``uniform_drop``, ``stochastic_uniform``).
+    stochastic_equal: UNIFORM_LOOP, parameters ``uniform_drop``, ``stochastic_uniform``;
+    stochastic: SPLIT_LOOP, parameter ``stochastic_split``).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -736,6 +741,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
         aligned = fast_params[P_FAST_ALIGNED_BITS]  # UNIFORM_LOOP
         half_quantum, below_tie_up = fast_params[P_HALF_QUANTUM_BITS], fast_params[P_BELOW_TIE_UP]
         quantum = fast_params[P_BELOW_QUANTUM_BITS]
+        min_normal = fast_params[P_MIN_NORMAL_BITS]  # SPLIT_LOOP
         low, high = fast_bounds(fast_params, mode, halves)
         fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
@@ -792,6 +798,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))
+                            elif fast_loop == SPLIT_LOOP:
+                                store_fast(target_part, i, split_stochastic(source_part[i], drop_min, min_normal, quantum,
+                                                                            random, rand_bits))
                             elif fast_loop == UNIFORM_LOOP and mode == STOCHASTIC:
                                 store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
                                                                               rand_bits))
@@ -837,8 +846,9 @@ round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
 round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
 # by mode number, stochastic_equal excepted (None)
 UNIFORM_KERNELS = tuple(_kernel(mode, False, UNIFORM_LOOP) for mode in range(STOCHASTIC + 1)) + (None,)
+round_stochastic_split = _kernel(STOCHASTIC, False, SPLIT_LOOP)
 KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding,
-                          *UNIFORM_KERNELS[:-1])
+                          *UNIFORM_KERNELS[:-1], round_stochastic_split)
 
 
 def halves_apply(params, mode):
