@@ -39,3 +39,23 @@ def sweeps():
         for xs in (float32, float16_sweep().astype(np.float32), float32.astype(np.float64), float64_sweep()):
             yield xs
             yield xs[np.argsort(np.abs(xs), kind="stable")]
+
+
+# (rand_bits, key, offset) for comparing stochastic kernels: every rand_bits
+# regime, and a random counter that crosses a 2**32 boundary
+STOCHASTIC_DRAWS = tuple(zip((64, 1, 7, 9, 16, 23, 31, 32, 33), range(11, 20), (0, 5, 2**32 - 1000, 7, 0, 3, 1, 0, 9)))
+
+
+def assert_same_stochastic(kernel, bit_kernel, params, stochastic, label):
+    """`kernel` and `bit_kernel` (compiled entry points for float32 data into
+    float32, mode number `stochastic`) give the same bits on the float32 sweep and
+    every float16, each also sorted by magnitude, for every STOCHASTIC_DRAWS."""
+    float32 = [float32_sweep(), float16_sweep().astype(np.float32)]
+    for xs in float32 + [xs[np.argsort(np.abs(xs), kind="stable")] for xs in float32]:
+        for rand_bits, key, offset in STOCHASTIC_DRAWS:
+            got, want = np.empty_like(xs), np.empty_like(xs)
+            for run, out in ((kernel, got), (bit_kernel, want)):
+                run(xs.view(np.int32), out.view(np.int32), params, params, stochastic, key, offset, rand_bits)
+            bad = np.flatnonzero(got.view(np.int32) != want.view(np.int32))
+            assert bad.size == 0, (f"{label} rand_bits={rand_bits}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
+                                   f"kernel={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
