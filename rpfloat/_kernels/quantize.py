@@ -83,7 +83,7 @@ from .adding import nearest_by_adding
 from .halves import MIN_DROP, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, split_stochastic, store_scaled
 from .uniform import stochastic_uniform, uniform_round
-from .random import WEYL_32, counter_bits, fill_halves, segment_keys, weyl_bits
+from .random import WEYL_32, counter_bits, fill_halves, segment_keys, top_bits_mask_32, top_bits_mask_64, weyl_bits
 # the kernels' mode numbers, as in rpfloat.modes.Mode (re-exported from here)
 from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP
 
@@ -255,21 +255,6 @@ def _stochastic_up(template, rest, drop, random, rand_bits):
     if template == types.int32:
         return _stochastic_up_halves
     return _stochastic_up_64
-
-
-@njit(**NUMBA_OPTIONS)
-def top_bits_mask_32(rand_bits, word_start):
-    """The bits of the 32-bit word that starts `word_start` bits below the top of
-    a 64-bit random number (0: its high half, 32: its low half) that lie among
-    that number's top `rand_bits` bits, as a uint32 mask."""
-    dropped = min(max(32 + word_start - rand_bits, 0), 32)
-    return np.uint32(~((ONE << dropped) - ONE) & 0xFFFFFFFF)
-
-
-@njit(**NUMBA_OPTIONS)
-def top_bits_mask_64(rand_bits):
-    """The top `rand_bits` (1..64) bits of a uint64, as a mask."""
-    return ~((U_ONE << np.uint64(64 - rand_bits)) - U_ONE)
 
 
 def stochastic_bias(template, random, width, rand_bits):

@@ -109,3 +109,21 @@ def random_bits(key, index):
     """Number `index` (an int64 >= 0) of the stream `key` (a uint64), as a uint64."""
     index = np.uint64(index)
     return counter_bits(segment_keys(key, index >> U32_32), np.uint32(index & LOW_32))
+
+
+# Which bits of a random number count: its top `rand_bits` (SPEC's r).
+
+
+@njit(**NUMBA_OPTIONS)
+def top_bits_mask_32(rand_bits, word_start):
+    """The bits of the 32-bit word that starts `word_start` bits below the top of
+    a 64-bit random number (0: its high half, 32: its low half) that lie among
+    that number's top `rand_bits` bits, as a uint32 mask."""
+    dropped = min(max(32 + word_start - rand_bits, 0), 32)
+    return np.uint32(~((np.int64(1) << dropped) - np.int64(1)) & 0xFFFFFFFF)
+
+
+@njit(**NUMBA_OPTIONS)
+def top_bits_mask_64(rand_bits):
+    """The top `rand_bits` (1..64) bits of a uint64, as a mask."""
+    return ~((ONE << np.uint64(64 - rand_bits)) - ONE)

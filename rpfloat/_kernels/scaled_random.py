@@ -46,11 +46,11 @@ from numba.extending import overload
 from ._bits import (
     HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_and, bit_xor, bits_to_float32, float32_to_bits, float64_words, shift_right,
 )
+from .random import top_bits_mask_32
 from .uniform import stochastic_uniform
 
 SIGN_32 = np.int32(-(2**31))
 TWO_31 = np.float32(2.0**31)
-ALL_32 = np.uint32(0xFFFFFFFF)
 LOW_31 = np.uint32(0x7FFFFFFF)
 SHIFT_33 = np.uint64(33)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
@@ -84,8 +84,7 @@ def stochastic_count(scaled, random, rand_bits):
     stochastically to an integer (a float32), drawing the uint64 `random`."""
     count = np.floor(scaled)
     half_threshold = np.int32((scaled - count) * TWO_31)  # T >> 1
-    dropped = np.int64(min(max(32 - rand_bits, 0), 31))  # M: the top r bits (all for r >= 32)
-    half_mask = np.int32(shift_right(bit_xor(ALL_32, np.uint32((np.int64(1) << dropped) - 1)), ONE_32))  # M >> 1
+    half_mask = np.int32(shift_right(top_bits_mask_32(rand_bits, 0), ONE_32))  # M >> 1, M: the top r bits
     half_drawn = np.int32(bit_xor(np.uint32(random >> SHIFT_33), LOW_31))  # D >> 1
     up = bit_and(half_drawn, half_mask) < bit_and(half_threshold, half_mask)
     return count + np.float32(1.0) if up else count

@@ -46,6 +46,7 @@ from numba.extending import overload
 
 from ._bits import NUMBA_OPTIONS, bit_and, bit_or, shift_left, shift_right, wrapping_add
 from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, UP
+from .random import top_bits_mask_32
 
 U_32 = np.uint64(32)
 
@@ -131,8 +132,7 @@ def _stochastic_uniform(bits, drop, random, rand_bits):
     def uniform_32(bits, drop, random, rand_bits):
         # loop invariants: the bias is the top `drop` bits of the word's top
         # `rand_bits` bits, a right shift by 32 - drop (1 <= drop <= 23)
-        dropped = min(max(32 - rand_bits, 0), 31)  # bits of the word beyond the top rand_bits
-        counted = np.uint32(~((np.int64(1) << dropped) - 1) & 0xFFFFFFFF)
+        counted = top_bits_mask_32(rand_bits, 0)
         shift = np.uint32(32 - drop)
         kept_mask = np.int32(~((np.int64(1) << drop) - 1))
         magnitude = bit_and(bits, np.int32(0x7FFFFFFF))
