@@ -234,6 +234,15 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         fields["nearest_by_adding"] == 1 and carrier_man_bits == 23
         and fields["below_quantum_bits"] <= _bits_of(2.0**126, carrier)
     )
+    # uniform.py from 0 up: where the format's min_normal is the carrier's smallest
+    # normal and it has subnormals (spacing below one carrier normal), the
+    # carrier's subnormals drop fast_drop_min bits as well (bfloat16, tf32 in float32)
+    smallest_normal = 1 << carrier_man_bits
+    fields["uniform_from_zero"] = int(
+        fields["uniform_drop"] == 1
+        and fields["min_normal_bits"] == smallest_normal
+        and fields["below_quantum_bits"] < smallest_normal
+    )
     fields["stochastic_uniform"] = int(
         fields["uniform_drop"] == 1
         and carrier_man_bits == 23

@@ -36,14 +36,19 @@ from .random import WEYL_32, weyl_halves
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 SIGN_32 = np.int32(-(2**31))
 MIN_DROP = 32  # the loop needs drop >= 32 everywhere in its range: drop_min at least this
+# the float64 bits of 2**-978: from this spacing up, round_block's zeros (|x| < 2**-1042) are in range
+ZERO_HALVES_QUANTUM = np.int64(1023 - 978) << np.int64(52)
 
 
 @njit(**NUMBA_OPTIONS)
-def round_high_word(high, low, drop_min, drop_offset, random_high, random_low, mask_high, mask_low, all_ones):
+def round_high_word(high, low, drop_min, drop_offset, random_high, random_low, mask_high, mask_low, all_ones,
+                    zero_sign):
     """The high word (int32) of float64 halves `high` (int32) and `low` (uint32)
     rounded stochastically (see the module docstring); the low word is 0.
     `mask_high` and `mask_low` keep the top `rand_bits` bits of the random number;
-    `all_ones` is 0xFFFFFFFF, given at run time (see `round_block`)."""
+    `all_ones` is 0xFFFFFFFF, given at run time (see `round_block`). A high word
+    of magnitude 0 gives 0 with its sign bit kept by `zero_sign` (an int32: the
+    sign bit, or 0 for formats without -0)."""
     magnitude = np.int32(high & MAGNITUDE_32)
     exponent_field = shift_right(magnitude, np.int32(20))
     # drop - 32, in 0..20 (the mask only tells LLVM that the shifts stay in the word)
@@ -59,17 +64,25 @@ def round_high_word(high, low, drop_min, drop_offset, random_high, random_low, m
     carry = np.int32(bias_low > bit_xor(low, all_ones))  # B_low + a_low >= 2**32
     total = np.int32(wrapping_add(wrapping_add(magnitude, np.int32(bias_high)), carry))
     rounded = np.int32(total & shift_left(np.int32(-1), kept_drop))
-    return np.int32(rounded | (high & SIGN_32))
+    signed = np.int32(rounded | (high & SIGN_32))
+    return np.int32(high & zero_sign) if magnitude == np.int32(0) else signed  # |x| < 2**-1042: 0 (round_block)
 
 
 @njit(**NUMBA_OPTIONS)
-def round_block(source_words, target_words, drop_min, drop_offset, range_mask, keys, weyl, mask_high, mask_low,
-                all_ones):
+def round_block(source_words, target_words, drop_min, drop_offset, range_mask, zero_as, zero_sign, keys, weyl,
+                mask_high, mask_low, all_ones):
     """Round float64 elements given and written as 32-bit words (`source_words`,
     `target_words`: int32 views of float64 arrays, two words per element), the
     first drawing random number `weyl` (``random.weyl_bits``), the next ones the
     numbers after it. Returns the smallest and largest range magnitude (the high
-    words, masked with the high word of `range_mask`) for the caller's range check.
+    words, masked with the high word of `range_mask`) for the caller's range check,
+    a zero range magnitude counted as `zero_as` (an int32).
+
+    An element whose high word's magnitude is 0 (``|x| < 2**-1042``, zeros
+    included) gives ``+-0`` (+0 where `zero_sign` is 0: formats without -0): that is its stochastic rounding wherever one spacing
+    is at least ``2**-978``, when ``|x|`` is below ``2**-64`` spacings and no
+    `rand_bits` (at most 64) gives it a chance to step up (`ZERO_HALVES_QUANTUM`).
+    The caller makes `zero_as` a magnitude of its range there, else 0.
 
     `all_ones` must be 0xFFFFFFFF, computed by the caller from a run-time value
     (`opaque_all_ones`): were it a constant, LLVM would turn the carry test
@@ -85,9 +98,10 @@ def round_block(source_words, target_words, drop_min, drop_offset, range_mask, k
         weyl = wrapping_add(weyl, WEYL_32)
         target_words[2 * i + HIGH_WORD] = round_high_word(
             high, np.uint32(source_words[2 * i + LOW_WORD]), drop_min, drop_offset,
-            random_high, random_low, mask_high, mask_low, all_ones)
+            random_high, random_low, mask_high, mask_low, all_ones, zero_sign)
         target_words[2 * i + LOW_WORD] = np.int32(0)
         magnitude = np.int32(high & range_mask_high)
+        magnitude = zero_as if magnitude == np.int32(0) else magnitude
         lowest = min(lowest, magnitude)
         highest = max(highest, magnitude)
     return lowest, highest

@@ -80,7 +80,7 @@ from ._bits import (
     bit_xor,
 )
 from .adding import nearest_by_adding
-from .halves import MIN_DROP, opaque_all_ones, round_block
+from .halves import MIN_DROP, ZERO_HALVES_QUANTUM, opaque_all_ones, round_block
 from .scaled_random import scaled_stochastic_magnitude, split_stochastic, store_scaled
 from .uniform import stochastic_uniform, uniform_round
 from .random import WEYL_32, counter_bits, fill_halves, segment_keys, top_bits_mask_32, top_bits_mask_64, weyl_bits
@@ -134,6 +134,8 @@ PARAM_NAMES = (
     "stochastic_split",   # 1: a floating-point format with subnormals whose stochastic rounding of float32
                           #   data the fast loop of `round_stochastic_split` does in two parts
                           #   (scaled_random.split_stochastic)
+    "uniform_from_zero",  # 1: uniform_drop, and the carrier's subnormals drop fast_drop_min bits too
+                          #   (bfloat16, tf32 in float32): the uniform loops take every magnitude from 0
 )
 N_PARAMS = len(PARAM_NAMES)
 (
@@ -143,7 +145,7 @@ N_PARAMS = len(PARAM_NAMES)
     P_BIAS_PARITY, P_HALF_QUANTUM_BITS, P_OVERFLOW_POS_BITS, P_OVERFLOW_NEG_BITS,
     P_FAST_LOW_BITS, P_FAST_HIGH_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_ALIGNED_BITS,
     P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_SCALED, P_SCALED_RANDOM, P_NEAREST_BY_ADDING,
-    P_UNIFORM_DROP, P_STOCHASTIC_UNIFORM, P_STOCHASTIC_SPLIT,
+    P_UNIFORM_DROP, P_STOCHASTIC_UNIFORM, P_STOCHASTIC_SPLIT, P_UNIFORM_FROM_ZERO,
 ) = range(N_PARAMS)  # positions in the tuple, in PARAM_NAMES order
 PARAMS_TYPE = types.UniTuple(types.int64, N_PARAMS)
 
@@ -494,18 +496,30 @@ def fast_bounds(params, mode, halves):
 
 
 @njit(**NUMBA_OPTIONS)
-def irregular(bits, low, high, params):
-    """1 where `bits` is outside the fast range [`low`, `high`], else 0."""
+def checked_magnitude(bits, low, params, zero_ok):
+    """`range_magnitude` as the range check sees it: where the fast loop also
+    rounds zeros (`zero_ok`), a zero range magnitude counts as `low`."""
     magnitude = range_magnitude(bits, params)
+    if zero_ok:
+        return same_width(bits, low) if magnitude == same_width(bits, 0) else magnitude
+    return magnitude
+
+
+@njit(**NUMBA_OPTIONS)
+def irregular(bits, low, high, params, zero_ok):
+    """1 where `bits` is outside the fast range [`low`, `high`] (and not a zero
+    that the fast loop rounds, `zero_ok`), else 0."""
+    magnitude = checked_magnitude(bits, low, params, zero_ok)
     return same_width(bits, (magnitude < same_width(bits, low)) | (magnitude > same_width(bits, high)))
 
 
 @njit(**NUMBA_OPTIONS)
-def count_irregular(source, low, high, params):
-    """How many elements of `source` lie outside the fast range [`low`, `high`]."""
+def count_irregular(source, low, high, params, zero_ok):
+    """How many elements of `source` lie outside the fast range [`low`, `high`]
+    (zeros inside it where `zero_ok`)."""
     count = same_width(source[0], 0)
     for i in range(source.size):
-        count = wrapping_add(count, irregular(source[i], low, high, params))
+        count = wrapping_add(count, irregular(source[i], low, high, params, zero_ok))
     return count
 
 
@@ -519,7 +533,8 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
     ``max(fast_drop_min, fast_drop_offset - exponent field)`` bits dropped); below
     it the result is 0 or one spacing. Stochastic rounding below one spacing
     compares with the fraction's top word only, so there the range starts where
-    the fraction's bits fit one word (``fast_low_random_bits``). Formats whose
+    the fraction's bits fit one word (``fast_low_random_bits``), and zeros, which
+    never step up (the loop's range check counts them in: `checked_magnitude`). Formats whose
     range is empty (man_bits == 0, deep, wrap-around) never come here. For int32
     data only the high half of `random` is read; the decisions are `round_bits`'."""
     one = same_width(bits, 1)
@@ -551,7 +566,8 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
     elif mode == STOCHASTIC:
         bias = same_width(bits, stochastic_bias(bits, random, drop, rand_bits) & low_mask)
         below_drop = same_width(bits, same_width(bits, params[P_BELOW_DROP_OFFSET]) - biased)
-        step = stochastic_up_word(bits, sig, below_drop, random, rand_bits)
+        # a zero (sig would read as the hidden bit) never steps up
+        step = stochastic_up_word(bits, sig, below_drop, random, rand_bits) & (magnitude != zero)
     else:  # STOCHASTIC_EQUAL
         up = (random >> U_63) == U_ONE
         bias = low_mask if up else zero
@@ -704,6 +720,25 @@ SKIP = 8
 BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP, SPLIT_LOOP = range(6)
 
 
+@njit(**NUMBA_OPTIONS)
+def loop_range(fast_params, mode, fast_loop):
+    """``(low, high, zero_ok)``: the fast loop `fast_loop` rounds the elements whose
+    range magnitude (`range_magnitude`, int64) lies in [`low`, `high`] in `mode`,
+    and zeros too where `zero_ok` (`checked_magnitude`). `fast_bounds`' range,
+    from 0 for the uniform loops of formats with ``uniform_from_zero``. The
+    stochastic loops round +-0 themselves, although 0 lies below their range
+    (none steps a zero up); so does the halves loop wherever one spacing is at
+    least ``2**-978`` (``halves.round_block``)."""
+    low, high = fast_bounds(fast_params, mode, fast_loop == HALVES_LOOP)
+    if fast_loop == UNIFORM_LOOP and fast_params[P_UNIFORM_FROM_ZERO] != 0:
+        low = ZERO
+    if fast_loop == HALVES_LOOP:
+        zero_ok = fast_params[P_BELOW_QUANTUM_BITS] >= ZERO_HALVES_QUANTUM
+    else:
+        zero_ok = mode == STOCHASTIC
+    return low, high, zero_ok
+
+
 def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     """The kernel for one mode (`mode_constant`; -1: the mode argument), with or
     without the rare paths of `round_bits` (`general`, no fast path), with the
@@ -727,7 +762,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
         half_quantum, below_tie_up = fast_params[P_HALF_QUANTUM_BITS], fast_params[P_BELOW_TIE_UP]
         quantum = fast_params[P_BELOW_QUANTUM_BITS]
         min_normal = fast_params[P_MIN_NORMAL_BITS]  # SPLIT_LOOP
-        low, high = fast_bounds(fast_params, mode, halves)
+        low, high, zero_ok = loop_range(fast_params, mode, fast_loop)
+        if fast_loop == UNIFORM_LOOP and fast_params[P_UNIFORM_FROM_ZERO] != 0:
+            aligned = ZERO  # nothing lies below
         fast_ok = False if general else low <= high
         skipped = 0  # blocks left to do with the general loop alone
         premixed = mode == STOCHASTIC and wide_random(source) and not halves  # a constant where the mode is
@@ -737,6 +774,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
             source_words, target_words = source.view(np.int32), target.view(np.int32)
             mask_high, mask_low = top_bits_mask_32(rand_bits, 0), top_bits_mask_32(rand_bits, 32)
             all_ones = opaque_all_ones(rand_bits)
+        zero_as = np.int32(low >> 32) if zero_ok else np.int32(0)  # halves: a zero high word counts as this
+        zero_sign = np.int32(0) if fast_params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-(2**31))  # and keeps this
         start = 0
         while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
             index = offset + start
@@ -763,8 +802,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                         block_words = slice(2 * block, 2 * (block + source_part.size))
                         lowest, highest = round_block(
                             source_words[block_words], target_words[block_words], params[P_FAST_DROP_MIN],
-                            params[P_FAST_DROP_OFFSET], params[P_FAST_RANGE_MASK], keys, weyl, mask_high, mask_low,
-                            all_ones)
+                            params[P_FAST_DROP_OFFSET], params[P_FAST_RANGE_MASK], zero_as, zero_sign, keys, weyl,
+                            mask_high, mask_low, all_ones)
                         outside = lowest < np.int32(low >> 32) or highest > np.int32(high >> 32)
                     else:
                         lowest = same_width(source_part[0], high)
@@ -795,13 +834,13 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             else:
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
-                            magnitude = range_magnitude(source_part[i], fast_params)
+                            magnitude = checked_magnitude(source_part[i], low, fast_params, zero_ok)
                             lowest = min(lowest, magnitude)
                             highest = max(highest, magnitude)
                         outside = lowest < same_width(lowest, low) or highest > same_width(highest, high)
                     count = same_width(source_part[0], 0)
                     if outside:
-                        count = count_irregular(source_part, low, high, fast_params)
+                        count = count_irregular(source_part, low, high, fast_params, zero_ok)
                     if count > MANY:
                         skipped = SKIP
                 if count != 0:
@@ -810,7 +849,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                     for piece in range(0, source_part.size, piece_size):
                         source_piece = source_part[piece:piece + piece_size]
                         if by_piece:
-                            count = count_irregular(source_piece, low, high, fast_params)
+                            count = count_irregular(source_piece, low, high, fast_params, zero_ok)
                         if count != 0:
                             piece_counter = wrapping_add(block_counter, np.uint32(piece))
                             target_piece = target_part[words * piece:words * (piece + piece_size)]

@@ -16,7 +16,11 @@ for the whole loop. The other deterministic modes add another bias (nearest
 away: ``2**(d - 1)``; toward zero: 0; up and down: 0 or ``2**d - 1`` by the
 sign), and round to odd sets the kept last bit where a dropped bit is set.
 Below fast_aligned_bits (formats without subnormals: below min_normal) the
-result is 0 or min_normal, as ``quantize.step_below`` decides.
+result is 0 or min_normal, as ``quantize.step_below`` decides. Where the
+format's min_normal is the carrier's smallest normal and its spacing lies
+below it (bfloat16 and tf32 in float32: parameter ``uniform_from_zero``), the
+carrier's subnormals drop the same d bits, and the loops take every magnitude
+from 0 up (zeros and subnormals too), with nothing below.
 
 Stochastic rounding adds the spec's random bias instead, the top d bits of the
 element's random number (as ``quantize.stochastic_bias`` draws them: for
