@@ -61,7 +61,7 @@ BUDGET_S = 2.0          # a slow call gets fewer runs (never fewer than 3) to fi
 SMALL_N = 16            # the "small array" check
 MEMORY_N = 10**6        # tracemalloc checks
 RSS_N = 10**7           # peak-RSS check in a subprocess
-VALUE_SETS = ("normal", "wide")
+VALUE_SETS = ("normal", "relu", "wide")
 PEER_FULL_MAX = 10**6   # above this, peers run bfloat16 nearest on "normal" values only
                         # (they take seconds per call there); --all-peers runs them all
 
@@ -112,6 +112,7 @@ def make_input(fmt, value_set: str, dtype, n: int) -> np.ndarray:
     normal: |x| = min_normal + |z| * s with z standard normal and s = min(1, (max -
             min_normal) / 8): every value is a normal number of the format (fixed
             point: z * max / 8, inside the range). No subnormal, no overflow.
+    relu:   the normal set with its negative values +0 (ReLU activations: half zeros).
     wide:   log2|x| uniform over [smallest subnormal exponent - 3, emax + 3] (fixed
             point: [-frac_bits - 3, int_bits + 2]), clipped to the input dtype, random
             signs: underflow to zero, subnormals, normals and overflow all occur.
@@ -123,12 +124,14 @@ def make_input(fmt, value_set: str, dtype, n: int) -> np.ndarray:
     rng = np.random.default_rng(20240501)
     z = rng.standard_normal(n)
     fixed = isinstance(fmt, rp.FixedFormat)
-    if value_set == "normal":
+    if value_set in ("normal", "relu"):
         if fixed:
             x = z * (fmt.max / 8)
         else:
             s = min(1.0, (fmt.max - fmt.min_normal) / 8)
             x = np.copysign(fmt.min_normal + np.abs(z) * s, z)
+        if value_set == "relu":
+            x = np.maximum(x, 0.0)
     else:
         finfo = np.finfo(dtype)
         if fixed:

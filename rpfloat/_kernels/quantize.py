@@ -28,8 +28,9 @@ which pick "away from zero" or "toward zero" by the sign.
 Two element functions share this scheme. `round_bits` handles everything.
 `fast_round_bits` handles the common magnitudes only (no overflow, inf, NaN or
 carrier subnormal below the format's grid), with fewer instructions; the loops
-(the kernels `_kernel` makes) run it over blocks of elements, count what lay
-outside its range and give those pieces to `round_bits` again. Both decide
+(the kernels `_kernel` makes) run it over blocks of elements, find what lay
+outside its range and give those elements (the runs of 8 or pieces of 128
+holding them) to `round_bits` again. Both decide
 every case alike, and the tests hold both to the oracle on the same data.
 
 Compile time: only `round_bits` is inlined in numba's IR (``inline="always"``):
@@ -153,6 +154,7 @@ ONE = np.int64(1)
 ZERO = np.int64(0)
 U64_BITS = np.uint64(64)
 U_ONE = np.uint64(1)
+U_ZERO = np.uint64(0)
 U_63 = np.uint64(63)
 U_32 = np.uint64(32)
 U_63_ONES = np.uint64(0x7FFFFFFFFFFFFFFF)
@@ -514,6 +516,19 @@ def irregular(bits, low, high, params, zero_ok):
 
 
 @njit(**NUMBA_OPTIONS)
+def lowest_set_bit(flags):
+    """The position of the lowest set bit of the uint64 `flags` (not 0), as an int64."""
+    return np.int64(63) - count_leading_zeros(np.int64(flags & (~flags + U_ONE)))
+
+
+@njit(**NUMBA_OPTIONS)
+def nonzero_bytes(flags):
+    """The uint64 `flags` with the top bit of every nonzero byte set, every other bit clear."""
+    low_7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+    return (((flags & low_7) + low_7) | flags) & ~low_7
+
+
+@njit(**NUMBA_OPTIONS)
 def count_irregular(source, low, high, params, zero_ok):
     """How many elements of `source` lie outside the fast range [`low`, `high`]
     (zeros inside it where `zero_ok`)."""
@@ -697,10 +712,18 @@ SEGMENT = np.int64(1) << np.int64(32)  # random numbers per segment key
 # general loop does again (short, so that few elements are done twice); both
 # measured with benchmarks/bench_round.py.
 BLOCK = 4096
+# Where a block held elements outside the fast range, the general loop redoes
+# each piece of PIECE elements that holds more than SPARSE of them, and in the
+# others only the runs of RUN elements that hold them (found from a bit per
+# element): one irregular element costs a run, not a piece (ReLU-free data with
+# a little underflow or NaN). The ranges are listed first, so that the general
+# loop stays one plain loop over a slice, which LLVM vectorizes.
 PIECE = 128
-# A block with more than MANY elements outside the fast range is done again
-# whole, and the next SKIP blocks go to the general loop without trying the
-# fast one (data spread over the whole range: overflow, underflow, NaN).
+SPARSE = 16
+RUN = 8
+# A block with more than MANY elements outside the fast range makes the next
+# SKIP blocks go to the general loop whole, without trying the fast one (data
+# spread over the whole range: overflow, underflow, NaN).
 MANY = 64
 SKIP = 8
 
@@ -776,6 +799,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
             all_ones = opaque_all_ones(rand_bits)
         zero_as = np.int32(low >> 32) if zero_ok else np.int32(0)  # halves: a zero high word counts as this
         zero_sign = np.int32(0) if fast_params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-(2**31))  # and keeps this
+        range_bounds = np.empty((BLOCK // RUN, 2), np.int64)  # the general loop's ranges in a block
         start = 0
         while start < source.size:  # once, unless the random counter crosses a 2**32 boundary
             index = offset + start
@@ -787,10 +811,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                 words = words_per_element(target)
                 target_part = target[words * block:words * min(stop, block + BLOCK)]
                 block_counter = wrapping_add(first_counter, np.uint32(block - start))
-                # the short loop first; the pieces of a block holding elements outside
-                # its range are done again by the general loop, or the whole block
-                # where they are many (then the next blocks skip the short loop)
-                count = same_width(source_part[0], 1)
+                # the short loop first; the elements outside its range are done again by
+                # the general loop; where a block held many, the next blocks skip the short loop
+                outside = True
                 tried = fast_ok and skipped == 0
                 skipped = max(skipped - 1, 0)
                 if tried:
@@ -838,26 +861,46 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             lowest = min(lowest, magnitude)
                             highest = max(highest, magnitude)
                         outside = lowest < same_width(lowest, low) or highest > same_width(highest, high)
-                    count = same_width(source_part[0], 0)
-                    if outside:
-                        count = count_irregular(source_part, low, high, fast_params, zero_ok)
-                    if count > MANY:
+                # what the general loop does (again): ranges of the block, listed first so
+                # that the general loop stays one plain loop per range
+                ranges = 0
+                if not tried:  # the whole block
+                    range_bounds[0, 0], range_bounds[0, 1] = 0, source_part.size
+                    ranges = 1
+                elif outside:  # the pieces holding elements outside the range, or the runs
+                    total = 0  # of RUN elements holding them, where a piece holds few
+                    for piece in range(0, source_part.size, PIECE):
+                        piece_stop = min(piece + PIECE, source_part.size)
+                        count = count_irregular(source_part[piece:piece_stop], low, high, fast_params, zero_ok)
+                        total += count
+                        if count > SPARSE:
+                            range_bounds[ranges, 0], range_bounds[ranges, 1] = piece, piece_stop
+                            ranges += 1
+                        elif count != 0:
+                            for part in range(piece, piece_stop, 64):  # a bit per element, then per run
+                                part_stop = min(part + 64, piece_stop)
+                                flags = U_ZERO
+                                for i in range(part_stop - part):
+                                    flags |= shift_left(np.uint64(irregular(source_part[part + i], low, high, fast_params,
+                                                                            zero_ok)), np.uint64(i))
+                                runs = nonzero_bytes(flags)
+                                while runs != U_ZERO:
+                                    run = part + (lowest_set_bit(runs) & ~(RUN - 1))
+                                    range_bounds[ranges, 0], range_bounds[ranges, 1] = run, min(run + RUN, part_stop)
+                                    ranges += 1
+                                    runs &= runs - U_ONE
+                    if total > MANY:
                         skipped = SKIP
-                if count != 0:
-                    by_piece = tried and count <= MANY
-                    piece_size = PIECE if by_piece else BLOCK
-                    for piece in range(0, source_part.size, piece_size):
-                        source_piece = source_part[piece:piece + piece_size]
-                        if by_piece:
-                            count = count_irregular(source_piece, low, high, fast_params, zero_ok)
-                        if count != 0:
-                            piece_counter = wrapping_add(block_counter, np.uint32(piece))
-                            target_piece = target_part[words * piece:words * (piece + piece_size)]
-                            for i in range(source_piece.size):
-                                # the random number is dead code where the mode is deterministic
-                                random = counter_bits(keys, wrapping_add(piece_counter, np.uint32(i)))
-                                bits = widen(source_piece[i], target_piece)
-                                store_general(target_piece, i, round_bits(bits, params, mode, random, rand_bits, general))
+                for each in range(ranges):
+                    first, stop_at = range_bounds[each, 0], range_bounds[each, 1]
+                    source_range = source_part[first:stop_at]  # indices from 0: LLVM vectorizes those
+                    target_range = target_part[words * first:words * stop_at]
+                    range_counter = wrapping_add(block_counter, np.uint32(first))
+                    for i in range(source_range.size):
+                        # the random number is dead code where the mode is deterministic
+                        random = counter_bits(keys, wrapping_add(range_counter, np.uint32(i)))
+                        bits = widen(source_range[i], target_range)
+                        store_general(target_range, i, round_bits(bits, params, mode, random, rand_bits, general))
             start = stop
 
     return round_array

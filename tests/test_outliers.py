@@ -1,0 +1,103 @@
+"""Elements outside a fast loop's range amid ordinary ones.
+
+After the fast loop has rounded a block, the elements outside its range (NaN,
+inf, overflow, and for stochastic rounding magnitudes far below one spacing)
+are done again by the general loop: a piece of 128 elements holding more than
+``quantize.SPARSE`` of them whole, a piece holding fewer only in the runs of
+``quantize.RUN`` elements that hold them (found from a bit mask per 64
+elements), and a block holding more than ``quantize.MANY`` makes the next
+``quantize.SKIP`` blocks skip the fast loop.
+
+Every kernel that rounds an array, as the API picks it and bit-level, must give
+the general loop's bits (``quantize.round_general``, which the oracle tests
+hold to exact arithmetic) wherever the outliers fall: at the edges of runs,
+masks, pieces and blocks, in a block's short tail, below and above each
+threshold, and sprinkled at random densities.
+"""
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat._kernels import quantize
+from rpfloat._params import kernel_params, widening_params
+from test_zeros import KERNELS, MODES, _general, _picked, _policy, _run
+
+BLOCK, PIECE, RUN, SPARSE, MANY = quantize.BLOCK, quantize.PIECE, quantize.RUN, quantize.SPARSE, quantize.MANY
+SIZE = 3 * BLOCK + 77  # a short last block, not a whole number of pieces or runs
+
+# (format, dtype, an ordinary magnitude, outliers: outside every fast range of the format)
+CASES = [
+    ("e4m3", np.float32, 1.5, [np.nan, np.inf, -np.inf, 1e6, -1e6, 2.0**-30, -(2.0**-30)]),
+    ("bfloat16", np.float32, 1.5, [np.nan, np.inf, -np.inf]),
+    ("float16", np.float32, 1.5, [np.nan, 1e6, -1e6, 2.0**-50, -(2.0**-50)]),
+    ("q8.8", np.float32, 1.5, [np.nan, 1e6, -1e6, 2.0**-30, -(2.0**-30)]),
+    ("q16.16", np.float32, 1.5, [np.nan, 1e9, -1e9, 2.0**-40, -(2.0**-40)]),
+    ("float16", np.float64, 1.5, [np.nan, np.inf, 1e6, -1e6, 2.0**-45, -(2.0**-45)]),
+    ("float8_e4m3fnuz", np.float64, 1.5, [np.nan, 1e6, -1e6, 2.0**-30, -(2.0**-30)]),
+]
+
+
+def _layouts(size: int):
+    """Index sets for the outliers: edges of runs, masks, pieces and blocks; the
+    SPARSE, MANY thresholds and either side; random densities."""
+    edges = [0, RUN - 1, RUN, 63, 64, PIECE - 1, PIECE, BLOCK - 1, BLOCK, size - 1]
+    yield "edges", np.array(edges)
+    for count in (SPARSE, SPARSE + 1):  # in one piece, spread over its runs
+        yield f"{count} in a piece", PIECE + np.linspace(0, PIECE - 1, count).astype(int)
+    for count in (MANY, MANY + 1):  # in one block, one or two per piece
+        yield f"{count} in a block", BLOCK + np.linspace(0, BLOCK - 1, count).astype(int)
+    rng = np.random.default_rng(11)
+    for density in (0.002, 0.03, 0.3):
+        yield f"density {density}", np.flatnonzero(rng.random(size) < density)
+
+
+def _data(fmt_name, dtype, ordinary, outliers, where):
+    rng = np.random.default_rng(3)
+    xs = (ordinary * rng.uniform(0.5, 2.0, SIZE) * rng.choice([-1.0, 1.0], SIZE)).astype(dtype)
+    xs[where] = np.resize(np.array(outliers, dtype), len(where))
+    return xs
+
+
+@pytest.mark.parametrize("fmt_name, dtype, ordinary, outliers", CASES,
+                         ids=[f"{c[0]}-{np.dtype(c[1]).name}" for c in CASES])
+def test_outliers_anywhere_match_the_general_loop(fmt_name, dtype, ordinary, outliers):
+    fmt = rp.format(fmt_name)
+    checked = 0
+    for layout, where in _layouts(SIZE):
+        xs = _data(fmt_name, dtype, ordinary, outliers, where)
+        for mode_name in ("nearest", "up", "stochastic"):
+            mode = MODES[mode_name]
+            draw = (64, 0xC0FFEE, 7)
+            want = _run(xs, fmt, mode, _general, draw)
+            for kernel_name, kernel_of in KERNELS.items():
+                if kernel_name == "bit-level" and (_picked(xs, fmt, mode, kernel_of)
+                                                   is _picked(xs, fmt, mode, KERNELS["chosen"])):
+                    continue
+                got = _run(xs, fmt, mode, kernel_of, draw)
+                bits = np.int64 if got.dtype == np.float64 else np.int32
+                bad = np.flatnonzero(got.view(bits) != want.view(bits))
+                assert bad.size == 0, (
+                    f"{fmt_name} {mode_name} {kernel_name} {layout}: {bad.size} differ, at {bad[:6]}, "
+                    f"x={xs[bad[:3]]!r} got={got[bad[:3]]!r} general={want[bad[:3]]!r}")
+                checked += 1
+    assert checked >= 3 * len(list(_layouts(SIZE)))  # every layout and mode, by one kernel at least
+
+
+def test_ordinary_values_are_inside_the_ranges():
+    """The ordinary values of the cases lie in the fast ranges and the outliers
+    outside (so that the fast loop runs, and the general loop redoes the
+    outliers alone)."""
+    for fmt_name, dtype, ordinary, outliers in CASES:
+        fmt = rp.format(fmt_name)
+        result_dtype = np.result_type(dtype, fmt.carrier)
+        params = kernel_params(fmt, result_dtype, _policy(fmt))
+        if result_dtype != dtype:  # float32 data into float64: the widening kernel's fast path
+            params = widening_params(fmt, _policy(fmt))
+        bits = np.int32 if dtype == np.float32 else np.int64
+        ordinary_bits = np.array([ordinary * 0.5, ordinary * 2.0, -ordinary * 0.5, -ordinary * 2.0], dtype).view(bits)
+        outlier_bits = np.array(outliers, dtype).view(bits)
+        for mode_name in ("nearest", "up", "stochastic"):
+            low, high, zero_ok = quantize.loop_range(params, MODES[mode_name], quantize.BITS_LOOP)
+            assert quantize.count_irregular(ordinary_bits, low, high, params, zero_ok) == 0, (fmt_name, mode_name)
+        low, high, zero_ok = quantize.loop_range(params, MODES["stochastic"], quantize.BITS_LOOP)
+        assert quantize.count_irregular(outlier_bits, low, high, params, zero_ok) == len(outliers), fmt_name
