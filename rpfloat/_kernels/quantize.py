@@ -721,9 +721,10 @@ BLOCK = 4096
 PIECE = 128
 SPARSE = 16
 RUN = 8
-# A block with more than MANY elements outside the fast range makes the next
-# SKIP blocks go to the general loop whole, without trying the fast one (data
-# spread over the whole range: overflow, underflow, NaN).
+# A block with more than MANY elements outside the fast range gives its other
+# pieces to the general loop whole, uncounted, and makes the next SKIP blocks go
+# to the general loop whole, without trying the fast one (data spread over the
+# whole range: overflow, underflow, NaN).
 MANY = 64
 SKIP = 8
 
@@ -867,8 +868,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                 piece_size = PIECE if tried else BLOCK
                 for piece in range(0, source_part.size if outside else 0, piece_size):
                     piece_stop = min(piece + piece_size, source_part.size)
-                    count = source_part.size  # untried: the whole block
-                    if tried:
+                    count = piece_size  # untried, or past MANY outside the range: the whole piece
+                    if tried and total <= MANY:
                         count = count_irregular(source_part[piece:piece_stop], low, high, fast_params, zero_ok)
                         total += count
                     if count == 0:
