@@ -1,5 +1,8 @@
-"""Input sweeps for holding a kernel to the bit-level kernel bit for bit."""
+"""Input sweeps for holding a kernel to the bit-level kernel bit for bit, and a
+runner that calls an array kernel as ``rpfloat.rounding`` does."""
 import numpy as np
+
+from rpfloat._params import kernel_params, widening_params
 
 
 def float32_sweep() -> np.ndarray:
@@ -59,3 +62,28 @@ def assert_same_stochastic(kernel, bit_kernel, params, stochastic, label):
             bad = np.flatnonzero(got.view(np.int32) != want.view(np.int32))
             assert bad.size == 0, (f"{label} rand_bits={rand_bits}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
                                    f"kernel={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
+
+
+def run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, policy: str, key=0, offset=0, rand_bits=64) -> np.ndarray:
+    """`xs` (float32 or float64) rounded onto `fmt` in `mode` (a ``quantize`` mode
+    number) with the overflow `policy` by the kernel that ``kernel_of(source_bits,
+    target_bits, params, mode, fast_params)`` returns, called as
+    ``rpfloat.rounding`` calls it: float32 data into a float64 result take the
+    widening kernel where the format has one, else are rounded as float64."""
+    result_dtype = np.result_type(xs.dtype, fmt.carrier)
+    params = kernel_params(fmt, result_dtype, policy)
+    out = np.empty(xs.shape, result_dtype)
+    source_bits = np.int32 if xs.dtype == np.float32 else np.int64
+    fast_params, target, target_bits = params, out.view(source_bits), source_bits
+    if result_dtype != xs.dtype:
+        fast_params = widening_params(fmt, policy)
+        if fast_params is None:
+            with np.errstate(invalid="ignore"):  # casting signalling NaNs
+                xs = xs.astype(np.float64)
+            source_bits, fast_params, target = np.int64, params, out.view(np.int64)
+        else:
+            target = out.view(np.uint32)
+        target_bits = np.int64
+    kernel = kernel_of(source_bits, target_bits, params, mode, fast_params)
+    kernel(xs.view(source_bits), target, fast_params, params, mode, np.uint64(key), offset, rand_bits)
+    return out

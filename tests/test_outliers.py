@@ -20,7 +20,7 @@ import pytest
 import rpfloat as rp
 from rpfloat._kernels import quantize
 from rpfloat._params import kernel_params, widening_params
-from test_zeros import KERNELS, MODES, _general, _picked, _policy, _run
+from test_zeros import MODES, _policy, assert_kernels_match_general
 
 BLOCK, PIECE, RUN, SPARSE, MANY = quantize.BLOCK, quantize.PIECE, quantize.RUN, quantize.SPARSE, quantize.MANY
 SIZE = 3 * BLOCK + 77  # a short last block, not a whole number of pieces or runs
@@ -67,19 +67,7 @@ def test_outliers_anywhere_match_the_general_loop(fmt_name, dtype, ordinary, out
         xs = _data(fmt_name, dtype, ordinary, outliers, where)
         for mode_name in ("nearest", "up", "stochastic"):
             mode = MODES[mode_name]
-            draw = (64, 0xC0FFEE, 7)
-            want = _run(xs, fmt, mode, _general, draw)
-            for kernel_name, kernel_of in KERNELS.items():
-                if kernel_name == "bit-level" and (_picked(xs, fmt, mode, kernel_of)
-                                                   is _picked(xs, fmt, mode, KERNELS["chosen"])):
-                    continue
-                got = _run(xs, fmt, mode, kernel_of, draw)
-                bits = np.int64 if got.dtype == np.float64 else np.int32
-                bad = np.flatnonzero(got.view(bits) != want.view(bits))
-                assert bad.size == 0, (
-                    f"{fmt_name} {mode_name} {kernel_name} {layout}: {bad.size} differ, at {bad[:6]}, "
-                    f"x={xs[bad[:3]]!r} got={got[bad[:3]]!r} general={want[bad[:3]]!r}")
-                checked += 1
+            checked += assert_kernels_match_general(xs, fmt, mode, mode_name, (64, 0xC0FFEE, 7), layout)
     assert checked >= 3 * len(list(_layouts(SIZE)))  # every layout and mode, by one kernel at least
 
 

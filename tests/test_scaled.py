@@ -17,7 +17,7 @@ from fpenv import (
     rounding_direction,
 )
 from reference import fixed_range, round_reference
-from sweeps import assert_same_stochastic, float16_sweep, float32_sweep
+from sweeps import assert_same_stochastic, float16_sweep, float32_sweep, run_kernel
 
 SCALED_MODES = {"nearest": quantize.NEAREST, "up": quantize.UP, "down": quantize.DOWN,
                 "toward_zero": quantize.TOWARD_ZERO}
@@ -31,26 +31,8 @@ FORMATS = [
 
 
 def _run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, key=0, offset=0, rand_bits=64) -> np.ndarray:
-    """`xs` (float32 or float64) rounded onto `fmt` in `mode` (a ``quantize`` mode
-    number) by the kernel that ``kernel_of(source_bits, target_bits, params, mode,
-    fast_params)`` returns, called as ``rpfloat.rounding`` calls it."""
-    result_dtype = np.result_type(xs.dtype, fmt.carrier)
-    params = kernel_params(fmt, result_dtype, "saturate")
-    out = np.empty(xs.shape, result_dtype)
-    source_bits = np.int32 if xs.dtype == np.float32 else np.int64
-    if result_dtype == xs.dtype:
-        target, fast_params, target_bits = out.view(source_bits), params, source_bits
-    else:  # float32 into float64: the widening kernel, or rounding the float64 values
-        fast_params = widening_params(fmt, "saturate")
-        if fast_params is None:
-            xs, source_bits, fast_params = xs.astype(np.float64), np.int64, params
-            target = out.view(np.int64)
-        else:
-            target = out.view(np.uint32)
-        target_bits = np.int64
-    kernel = kernel_of(source_bits, target_bits, params, mode, fast_params)
-    kernel(xs.view(source_bits), target, fast_params, params, mode, np.uint64(key), offset, rand_bits)
-    return out
+    """`sweeps.run_kernel` with saturation, the fixed-point default."""
+    return run_kernel(xs, fmt, mode, kernel_of, "saturate", key, offset, rand_bits)
 
 
 def _bit_kernel_of(source_bits, target_bits, params, mode, fast_params):

@@ -25,7 +25,7 @@ import pytest
 import rpfloat as rp
 from rpfloat._kernels import choose, quantize
 from rpfloat._params import kernel_params, widening_params
-from sweeps import float32_sweep, float64_sweep
+from sweeps import float32_sweep, float64_sweep, run_kernel
 
 FORMATS = [
     rp.format("bfloat16"), rp.format("tf32"), rp.format("float16"), rp.format("e4m3"), rp.format("e5m2"),
@@ -74,27 +74,10 @@ def _policy(fmt) -> str:
 
 
 def _run(xs, fmt, mode, kernel_of, draw):
-    """`xs` rounded by the kernel ``kernel_of(source_bits, target_bits, params,
-    mode, fast_params)``, called as ``rpfloat.rounding`` calls it."""
+    """`xs` rounded by the kernel ``kernel_of(...)`` (``sweeps.run_kernel``) with
+    the format's default overflow policy and the random `draw`."""
     rand_bits, key, offset = draw
-    result_dtype = np.result_type(xs.dtype, fmt.carrier)
-    policy = _policy(fmt)
-    params = kernel_params(fmt, result_dtype, policy)
-    out = np.empty(xs.shape, result_dtype)
-    source_bits = np.int32 if xs.dtype == np.float32 else np.int64
-    fast_params, target, target_bits = params, out.view(source_bits), source_bits
-    if result_dtype != xs.dtype:  # float32 into float64: the widening kernel, or the float64 values
-        fast_params = widening_params(fmt, policy)
-        if fast_params is None:
-            with np.errstate(invalid="ignore"):  # casting signalling NaNs
-                xs = xs.astype(np.float64)
-            source_bits, fast_params, target = np.int64, params, out.view(np.int64)
-        else:
-            target = out.view(np.uint32)
-        target_bits = np.int64
-    kernel = kernel_of(source_bits, target_bits, params, mode, fast_params)
-    kernel(xs.view(source_bits), target, fast_params, params, mode, np.uint64(key), offset, rand_bits)
-    return out
+    return run_kernel(xs, fmt, mode, kernel_of, _policy(fmt), key, offset, rand_bits)
 
 
 def _general(source_bits, target_bits, params, mode, fast_params):
@@ -115,6 +98,25 @@ def _picked(xs, fmt, mode, kernel_of):
     return picked[0]
 
 
+def assert_kernels_match_general(xs, fmt, mode, mode_name, draw, label) -> int:
+    """The API's kernel and the bit-level kernel (where it is another) round `xs`
+    to the general loop's bits; returns how many kernels were checked."""
+    want = _run(xs, fmt, mode, _general, draw)
+    checked = 0
+    for kernel_name, kernel_of in KERNELS.items():
+        if kernel_name == "bit-level" and (_picked(xs, fmt, mode, _bit_kernel)
+                                           is _picked(xs, fmt, mode, choose.kernel_for)):
+            continue  # the API's kernel, just checked
+        got = _run(xs, fmt, mode, kernel_of, draw)
+        bits = np.int64 if got.dtype == np.float64 else np.int32
+        bad = np.flatnonzero(got.view(bits) != want.view(bits))
+        assert bad.size == 0, (
+            f"{fmt!r} {mode_name} {kernel_name} {label} draw={draw}: {bad.size} differ, at {bad[:6]}, "
+            f"x={xs[bad[:4]]!r} got={got[bad[:4]]!r} general={want[bad[:4]]!r}")
+        checked += 1
+    return checked
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
 def test_zeros_in_fast_loops_match_the_general_loop(fmt, dtype):
@@ -123,18 +125,7 @@ def test_zeros_in_fast_loops_match_the_general_loop(fmt, dtype):
     for xs in _inputs(dtype):
         for mode_name, mode in MODES.items():
             for draw in DRAWS if mode_name == "stochastic" else DRAWS[:1]:
-                want = _run(xs, fmt, mode, _general, draw)
-                for kernel_name, kernel_of in KERNELS.items():
-                    if kernel_name == "bit-level" and (_picked(xs, fmt, mode, _bit_kernel)
-                                                       is _picked(xs, fmt, mode, choose.kernel_for)):
-                        continue  # the API's kernel, just checked
-                    got = _run(xs, fmt, mode, kernel_of, draw)
-                    bits = np.int64 if got.dtype == np.float64 else np.int32
-                    bad = np.flatnonzero(got.view(bits) != want.view(bits))
-                    assert bad.size == 0, (
-                        f"{fmt!r} {mode_name} {kernel_name} {xs.dtype} draw={draw}: {bad.size} differ, e.g. "
-                        f"x={xs[bad[:4]]!r} got={got[bad[:4]]!r} general={want[bad[:4]]!r}")
-                    checked += 1
+                checked += assert_kernels_match_general(xs, fmt, mode, mode_name, draw, xs.dtype)
     assert checked >= len(MODES) + len(DRAWS) - 1  # every mode and draw, by one kernel at least
 
 
