@@ -64,26 +64,35 @@ def assert_same_stochastic(kernel, bit_kernel, params, stochastic, label):
                                    f"kernel={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
 
 
+def kernel_setup(dtype, fmt, policy: str):
+    """How ``rpfloat.rounding`` calls an array kernel for `dtype` data onto `fmt`:
+    ``(result_dtype, params, fast_params, source_bits, target_bits, as_float64)``.
+    float32 data into a float64 result take the widening kernel (int32 source,
+    its target as uint32 pairs: `target_bits` int64, `fast_params` float32 ones)
+    where the format has one, else are rounded as float64 (`as_float64`)."""
+    result_dtype = np.dtype(np.result_type(dtype, fmt.carrier))
+    params = kernel_params(fmt, result_dtype, policy)
+    source_bits = np.int32 if np.dtype(dtype) == np.float32 else np.int64
+    fast_params, target_bits, as_float64 = params, source_bits, False
+    if result_dtype != dtype:
+        fast_params, target_bits = widening_params(fmt, policy), np.int64
+        if fast_params is None:
+            source_bits, fast_params, as_float64 = np.int64, params, True
+    return result_dtype, params, fast_params, source_bits, target_bits, as_float64
+
+
 def run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, policy: str, key=0, offset=0, rand_bits=64) -> np.ndarray:
     """`xs` (float32 or float64) rounded onto `fmt` in `mode` (a ``quantize`` mode
     number) with the overflow `policy` by the kernel that ``kernel_of(source_bits,
     target_bits, params, mode, fast_params)`` returns, called as
-    ``rpfloat.rounding`` calls it: float32 data into a float64 result take the
-    widening kernel where the format has one, else are rounded as float64."""
-    result_dtype = np.result_type(xs.dtype, fmt.carrier)
-    params = kernel_params(fmt, result_dtype, policy)
+    ``rpfloat.rounding`` calls it (`kernel_setup`)."""
+    result_dtype, params, fast_params, source_bits, target_bits, as_float64 = kernel_setup(xs.dtype, fmt, policy)
     out = np.empty(xs.shape, result_dtype)
-    source_bits = np.int32 if xs.dtype == np.float32 else np.int64
-    fast_params, target, target_bits = params, out.view(source_bits), source_bits
-    if result_dtype != xs.dtype:
-        fast_params = widening_params(fmt, policy)
-        if fast_params is None:
-            with np.errstate(invalid="ignore"):  # casting signalling NaNs
-                xs = xs.astype(np.float64)
-            source_bits, fast_params, target = np.int64, params, out.view(np.int64)
-        else:
-            target = out.view(np.uint32)
-        target_bits = np.int64
+    if as_float64:
+        with np.errstate(invalid="ignore"):  # casting signalling NaNs
+            xs = xs.astype(np.float64)
+    widening = source_bits == np.int32 and target_bits == np.int64
+    target = out.view(np.uint32 if widening else target_bits)
     kernel = kernel_of(source_bits, target_bits, params, mode, fast_params)
     kernel(xs.view(source_bits), target, fast_params, params, mode, np.uint64(key), offset, rand_bits)
     return out

@@ -19,7 +19,7 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels import quantize
-from rpfloat._params import kernel_params, widening_params
+from sweeps import kernel_setup
 from test_zeros import MODES, _policy, assert_kernels_match_general
 
 BLOCK, PIECE, RUN, SPARSE, MANY = quantize.BLOCK, quantize.PIECE, quantize.RUN, quantize.SPARSE, quantize.MANY
@@ -77,11 +77,7 @@ def test_ordinary_values_are_inside_the_ranges():
     outliers alone)."""
     for fmt_name, dtype, ordinary, outliers in CASES:
         fmt = rp.format(fmt_name)
-        result_dtype = np.result_type(dtype, fmt.carrier)
-        params = kernel_params(fmt, result_dtype, _policy(fmt))
-        if result_dtype != dtype:  # float32 data into float64: the widening kernel's fast path
-            params = widening_params(fmt, _policy(fmt))
-        bits = np.int32 if dtype == np.float32 else np.int64
+        _, _, params, bits, _, _ = kernel_setup(dtype, fmt, _policy(fmt))  # the fast path's parameters
         ordinary_bits = np.array([ordinary * 0.5, ordinary * 2.0, -ordinary * 0.5, -ordinary * 2.0], dtype).view(bits)
         outlier_bits = np.array(outliers, dtype).view(bits)
         for mode_name in ("nearest", "up", "stochastic"):

@@ -24,8 +24,7 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels import choose, quantize
-from rpfloat._params import kernel_params, widening_params
-from sweeps import float32_sweep, float64_sweep, run_kernel
+from sweeps import float32_sweep, float64_sweep, kernel_setup, run_kernel
 
 FORMATS = [
     rp.format("bfloat16"), rp.format("tf32"), rp.format("float16"), rp.format("e4m3"), rp.format("e5m2"),
@@ -157,13 +156,8 @@ def test_relu_data_stay_in_the_fast_loop(fmt, mode, dtype, loop):
     x = x * dtype(fmt.max / 8) if isinstance(fmt, rp.FixedFormat) else np.where(np.abs(x) < 1 / 64, 1.0, x)
     relu = np.maximum(x, 0).astype(dtype)
     assert np.count_nonzero(relu == 0) > 9_000
-    result_dtype = np.result_type(relu.dtype, fmt.carrier)
-    params = kernel_params(fmt, result_dtype, _policy(fmt))
-    source_bits = np.int32 if dtype == np.float32 else np.int64
-    fast_params, target_bits = params, source_bits
-    if result_dtype != relu.dtype:
-        fast_params, target_bits = widening_params(fmt, _policy(fmt)), np.int64
-    chosen = choose.kernel_for(source_bits, target_bits, params, mode, fast_params)
+    _, _, fast_params, source_bits, target_bits, _ = kernel_setup(relu.dtype, fmt, _policy(fmt))
+    chosen = _picked(relu, fmt, mode, choose.kernel_for)
     assert chosen is quantize.entry_point(_loop_kernel(loop, mode), source_bits, target_bits)
     low, high, zero_ok = quantize.loop_range(fast_params, mode, loop)
     bits = relu.view(source_bits)

@@ -79,9 +79,10 @@ def round_block(source_words, target_words, drop_min, drop_offset, range_mask, z
     a zero range magnitude counted as `zero_as` (an int32).
 
     An element whose high word's magnitude is 0 (``|x| < 2**-1042``, zeros
-    included) gives ``+-0`` (+0 where `zero_sign` is 0: formats without -0): that is its stochastic rounding wherever one spacing
-    is at least ``2**-978``, when ``|x|`` is below ``2**-64`` spacings and no
-    `rand_bits` (at most 64) gives it a chance to step up (`ZERO_HALVES_QUANTUM`).
+    included) gives ``+-0`` (+0 where `zero_sign` is 0: formats without -0).
+    That is its stochastic rounding wherever one spacing is at least
+    ``2**-978``: ``|x|`` is then below ``2**-64`` spacings, and no `rand_bits`
+    (at most 64) gives it a chance to step up (`ZERO_HALVES_QUANTUM`).
     The caller makes `zero_as` a magnitude of its range there, else 0.
 
     `all_ones` must be 0xFFFFFFFF, computed by the caller from a run-time value
