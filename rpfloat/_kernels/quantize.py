@@ -52,7 +52,7 @@ hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
 of float64 data onto formats with at most 20 significand bits runs its fast loop
 in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`).
 Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
-fast loop on floats, by scaling (``scaled_random.scaled_stochastic_magnitude``,
+fast loop on floats, by scaling (``scaled_random.stochastic_count``,
 kernel `round_scaled_stochastic`). Rounding to nearest onto most floating-point
 formats runs its fast loop by adding a power of two (``adding.nearest_by_adding``,
 kernel `round_nearest_by_adding`). Formats that drop the same bits from every
@@ -82,9 +82,11 @@ from ._bits import (
 )
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, ZERO_HALVES_QUANTUM, opaque_all_ones, round_block
-from .scaled_random import scaled_stochastic_magnitude, split_stochastic, store_scaled
+from .scaled_random import split_stochastic, stochastic_count, store_scaled, widening_rebias
 from .uniform import stochastic_uniform, uniform_round
-from .random import WEYL_32, counter_bits, fill_halves, segment_keys, top_bits_mask_32, top_bits_mask_64, weyl_bits
+from .random import (
+    WEYL_32, counter_bits, fill_halves, keyed_bits, keyed_weyl, segment_keys, top_bits_mask_32, top_bits_mask_64, weyl_bits,
+)
 # the kernels' mode numbers, as in rpfloat.modes.Mode (re-exported from here)
 from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP
 
@@ -779,7 +781,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     @njit(**NUMBA_OPTIONS)
     def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
         mode = mode_argument if mode_constant < 0 else mode_constant
-        inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits
+        inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits,
+        inverse, scale = np.float32(inverse_64), np.float32(1.0 / inverse_64)  # exact (scaled_random.py)
+        rebias = widening_rebias(inverse_64)
         drop_min, drop_offset = fast_params[P_FAST_DROP_MIN], fast_params[P_FAST_DROP_OFFSET]  # ADDING_LOOP
         carrier_man_bits = fast_params[P_CARRIER_MAN_BITS]
         aligned = fast_params[P_FAST_ALIGNED_BITS]  # UNIFORM_LOOP
@@ -833,15 +837,22 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                         highest = same_width(source_part[0], low)
                         if premixed:
                             fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
+                        keyed_high, keyed_low = keyed_weyl(keys, weyl)
                         for i in range(source_part.size):
                             if premixed:
                                 random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
+                            elif fast_loop == SCALED_LOOP:  # one vector register less
+                                random = keyed_bits(keyed_high, keyed_low)
                             else:
                                 random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
                             weyl = wrapping_add(weyl, WEYL_32)
+                            keyed_high, keyed_low = wrapping_add(keyed_high, WEYL_32), wrapping_add(keyed_low, WEYL_32)
                             if fast_loop == SCALED_LOOP:
-                                rounded = scaled_stochastic_magnitude(source_part[i], inverse_64, random, rand_bits)
-                                store_scaled(target_part, i, rounded, source_part[i])
+                                # the range check's magnitude (the same operation): |x|
+                                # wherever x lies in the range
+                                magnitude = range_magnitude(source_part[i], fast_params)
+                                count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits)
+                                store_scaled(target_part, i, count, bit_xor(source_part[i], magnitude), inverse, rebias)
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))

@@ -85,8 +85,23 @@ def weyl_bits(keys, weyl):
 @njit(**NUMBA_OPTIONS)
 def weyl_halves(keys, weyl):
     """`weyl_bits` as its high and low 32-bit halves (two uint32)."""
-    return (_mix(wrapping_add(weyl, keys[0]), MIX_A, np.uint32(16)),
-            _mix(wrapping_add(weyl, keys[1]), MIX_B, np.uint32(15)))
+    keyed_high, keyed_low = keyed_weyl(keys, weyl)
+    return _mix(keyed_high, MIX_A, np.uint32(16)), _mix(keyed_low, MIX_B, np.uint32(15))
+
+
+@njit(**NUMBA_OPTIONS)
+def keyed_weyl(keys, weyl):
+    """What `weyl_bits` mixes into its high and low halves: ``weyl`` plus each key
+    (two uint32). A loop may step these by WEYL_32 itself (`keyed_bits`) and keep
+    one register fewer than for ``weyl`` and the key."""
+    return wrapping_add(weyl, keys[0]), wrapping_add(weyl, keys[1])
+
+
+@njit(**NUMBA_OPTIONS)
+def keyed_bits(keyed_high, keyed_low):
+    """`weyl_bits` from `keyed_weyl`'s two words."""
+    return shift_left(np.uint64(_mix(keyed_high, MIX_A, np.uint32(16))), U32_32) | np.uint64(
+        _mix(keyed_low, MIX_B, np.uint32(15)))
 
 
 @njit(**NUMBA_OPTIONS)
