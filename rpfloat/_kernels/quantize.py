@@ -509,6 +509,53 @@ def checked_magnitude(bits, low, params, zero_ok):
     return magnitude
 
 
+def range_keys(bits, low, params, zero_ok):
+    """The fast loop's range check of one element: ``(low_key, high_key)``, whose
+    least and greatest over a block lie within `range_limits` iff every element
+    lies in the range (or is a zero, where `zero_ok`). For int32 bits, unsigned
+    keys: the low key is the magnitude less 1 where zeros count (a zero wraps to
+    the greatest key), and the high key the magnitude, where the sign bit kept
+    for unsigned formats is above the range: one subtraction instead of a
+    comparison and a selection, and no `low` to keep in a register. int64 bits
+    (no unsigned 64-bit vector minimum in AVX2) keep `checked_magnitude`."""
+    raise NotImplementedError("range_keys runs inside numba kernels only")
+
+
+def range_limits(bits, low, high, zero_ok):
+    """``(low_limit, high_limit)`` for `range_keys` of elements like `bits`."""
+    raise NotImplementedError("range_limits runs inside numba kernels only")
+
+
+@njit(**NUMBA_OPTIONS)
+def _zero_shift(low, zero_ok):
+    """What `range_keys` adds to an int32 magnitude: -1 (0xFFFFFFFF) where zeros
+    count and lie below the range, else 0, as a uint32."""
+    return np.uint32(0xFFFFFFFF) if zero_ok and low > 0 else np.uint32(0)
+
+
+@overload(range_keys, jit_options=NUMBA_OPTIONS)
+def _range_keys(bits, low, params, zero_ok):
+    if bits == types.int32:
+        def unsigned_keys(bits, low, params, zero_ok):
+            magnitude = np.uint32(range_magnitude(bits, params))
+            return wrapping_add(magnitude, _zero_shift(low, zero_ok)), magnitude
+        return unsigned_keys
+
+    def signed_keys(bits, low, params, zero_ok):
+        magnitude = checked_magnitude(bits, low, params, zero_ok)
+        return magnitude, magnitude
+    return signed_keys
+
+
+@overload(range_limits, jit_options=NUMBA_OPTIONS)
+def _range_limits(bits, low, high, zero_ok):
+    if bits == types.int32:
+        def unsigned_limits(bits, low, high, zero_ok):
+            return wrapping_add(np.uint32(low), _zero_shift(low, zero_ok)), np.uint32(high)
+        return unsigned_limits
+    return lambda bits, low, high, zero_ok: (low, high)
+
+
 @njit(**NUMBA_OPTIONS)
 def irregular(bits, low, high, params, zero_ok):
     """1 where `bits` is outside the fast range [`low`, `high`] (and not a zero
@@ -833,8 +880,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             mask_high, mask_low, all_ones)
                         outside = lowest < np.int32(low >> 32) or highest > np.int32(high >> 32)
                     else:
-                        lowest = same_width(source_part[0], high)
-                        highest = same_width(source_part[0], low)
+                        low_limit, high_limit = range_limits(source_part[0], low, high, zero_ok)
+                        lowest, highest = high_limit, low_limit
                         if premixed:
                             fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
                         keyed_high, keyed_low = keyed_weyl(keys, weyl)
@@ -868,10 +915,10 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             else:
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
-                            magnitude = checked_magnitude(source_part[i], low, fast_params, zero_ok)
-                            lowest = min(lowest, magnitude)
-                            highest = max(highest, magnitude)
-                        outside = lowest < same_width(lowest, low) or highest > same_width(highest, high)
+                            low_key, high_key = range_keys(source_part[i], low, fast_params, zero_ok)
+                            lowest = min(lowest, low_key)
+                            highest = max(highest, high_key)
+                        outside = lowest < low_limit or highest > high_limit
                 # what the general loop does (again): the whole block, or where the block
                 # held elements outside the range, the pieces holding many of them and the
                 # runs of RUN elements holding the others
