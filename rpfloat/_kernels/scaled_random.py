@@ -22,7 +22,14 @@ worth 2**-31 at least: T is an even integer below 2**32. The test is then the
 same on both sides shifted right by one bit (``(D & M) >> 1 < (T & M) >> 1``),
 where T >> 1 = ``frac * 2**31`` is what a signed conversion gives exactly and
 both sides compare as signed words: one conversion and one comparison where
-x86's AVX2 (no unsigned ones) needs six.
+x86's AVX2 (no unsigned ones) needs six. D needs no mask (``X = (T & M) >> 1``
+is a multiple of the lowest bit that M keeps, so ``D & M < X`` iff ``D < X``),
+and with H the random high half shifted right by one, ``D >> 1 = 2**31 - 1 - H``:
+
+    up  iff  H + X >= 2**31,   that is, iff the int32 sum H + X is negative
+
+whose sign bit selects the result: one addition instead of a complement, a
+mask and a comparison.
 
 The result ``k * 2**-frac_bits`` (or ``(k + 1) * 2**-frac_bits``) is exact: k + 1
 fits the significand wherever a has a fraction, and a has none from 2**23 up.
@@ -71,10 +78,10 @@ def stochastic_count(scaled, random, rand_bits):
     """The float32 `scaled` (``a`` of the module docstring, from 2**-8 up) rounded
     stochastically to an integer (a float32), drawing the uint64 `random`."""
     count = np.floor(scaled)
-    half_threshold = np.int32((scaled - count) * TWO_31)  # T >> 1
     half_mask = np.int32(shift_right(top_bits_mask_32(rand_bits, 0), ONE_32))  # M >> 1, M: the top r bits
-    half_drawn = np.int32(bit_xor(np.uint32(random >> SHIFT_33), LOW_31))  # D >> 1
-    up = bit_and(half_drawn, half_mask) < bit_and(half_threshold, half_mask)
+    half_threshold = bit_and(np.int32((scaled - count) * TWO_31), half_mask)  # (T & M) >> 1
+    half_random = np.int32(random >> SHIFT_33)  # the high half >> 1, whose complement is D >> 1
+    up = wrapping_add(half_random, half_threshold) < np.int32(0)  # the sum reached 2**31
     return np.ceil(scaled) if up else count  # up only where scaled has a fraction
 
 
