@@ -115,6 +115,16 @@ def round_half_even(typingctx, value):
     return value(value), codegen
 
 
+@njit(**NUMBA_OPTIONS)
+def hidden_zero(rand_bits):
+    """0 as a uint32 that the compiler cannot see: `rand_bits` (1 to 64) >> 7. A
+    loop constant xor it is a value, not a constant: LLVM keeps it in a register
+    (or folds it from the stack) rather than broadcast it from the constant pool
+    in every iteration, which on AMD Zen 3 takes one of the two vector pipes that
+    also do every shift and shuffle, the pipes the stochastic loops are short of."""
+    return np.uint32(rand_bits >> 7)
+
+
 REBIAS_HIGH = np.uint32((1023 - 127) << 20)  # float32 -> float64 exponent bias, in the high word
 
 

@@ -72,6 +72,7 @@ from ._bits import (
     bits_to_float64,
     float64_words,
     count_leading_zeros,
+    hidden_zero,
     float32_to_bits,
     float64_to_bits,
     shift_left,
@@ -82,10 +83,11 @@ from ._bits import (
 )
 from .adding import nearest_by_adding
 from .halves import MIN_DROP, ZERO_HALVES_QUANTUM, opaque_all_ones, round_block
-from .scaled_random import split_stochastic, stochastic_count, store_scaled, widening_rebias
+from .scaled_random import loop_two_31, split_stochastic, stochastic_count, store_scaled, widening_rebias
 from .uniform import stochastic_uniform, uniform_round
 from .random import (
-    WEYL_32, counter_bits, fill_halves, keyed_bits, keyed_weyl, segment_keys, top_bits_mask_32, top_bits_mask_64, weyl_bits,
+    WEYL_32, counter_bits, fill_halves, keyed_bits, keyed_weyl, loop_constants, segment_keys, top_bits_mask_32,
+    top_bits_mask_64,
 )
 # the kernels' mode numbers, as in rpfloat.modes.Mode (re-exported from here)
 from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP
@@ -831,6 +833,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
         inverse_64 = bits_to_float64(fast_params[P_SCALE_BITS])  # SCALED_LOOP: 2**-frac_bits,
         inverse, scale = np.float32(inverse_64), np.float32(1.0 / inverse_64)  # exact (scaled_random.py)
         rebias = widening_rebias(inverse_64)
+        multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))  # the fast loop's random numbers
+        two_31 = loop_two_31(hidden_zero(rand_bits))  # SCALED_LOOP, SPLIT_LOOP
         drop_min, drop_offset = fast_params[P_FAST_DROP_MIN], fast_params[P_FAST_DROP_OFFSET]  # ADDING_LOOP
         carrier_man_bits = fast_params[P_CARRIER_MAN_BITS]
         aligned = fast_params[P_FAST_ALIGNED_BITS]  # UNIFORM_LOOP
@@ -888,24 +892,21 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                         for i in range(source_part.size):
                             if premixed:
                                 random = shift_left(np.uint64(high_words[i]), U_32) | np.uint64(low_words[i])
-                            elif fast_loop == SCALED_LOOP:  # one vector register less
-                                random = keyed_bits(keyed_high, keyed_low)
-                            else:
-                                random = weyl_bits(keys, weyl)  # dead code where the mode is deterministic
-                            weyl = wrapping_add(weyl, WEYL_32)
-                            keyed_high, keyed_low = wrapping_add(keyed_high, WEYL_32), wrapping_add(keyed_low, WEYL_32)
+                            else:  # dead code where the mode is deterministic
+                                random = keyed_bits(keyed_high, keyed_low, multipliers)
+                            keyed_high, keyed_low = wrapping_add(keyed_high, weyl_step), wrapping_add(keyed_low, weyl_step)
                             if fast_loop == SCALED_LOOP:
                                 # the range check's magnitude (the same operation): |x|
                                 # wherever x lies in the range
                                 magnitude = range_magnitude(source_part[i], fast_params)
-                                count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits)
+                                count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits, two_31)
                                 store_scaled(target_part, i, count, bit_xor(source_part[i], magnitude), inverse, rebias)
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))
                             elif fast_loop == SPLIT_LOOP:
                                 store_fast(target_part, i, split_stochastic(source_part[i], drop_min, min_normal, quantum,
-                                                                            random, rand_bits))
+                                                                            random, rand_bits, two_31))
                             elif fast_loop == UNIFORM_LOOP and mode == STOCHASTIC:
                                 store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
                                                                               rand_bits))

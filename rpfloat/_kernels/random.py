@@ -92,16 +92,26 @@ def weyl_halves(keys, weyl):
 @njit(**NUMBA_OPTIONS)
 def keyed_weyl(keys, weyl):
     """What `weyl_bits` mixes into its high and low halves: ``weyl`` plus each key
-    (two uint32). A loop may step these by WEYL_32 itself (`keyed_bits`) and keep
-    one register fewer than for ``weyl`` and the key."""
+    (two uint32). A loop may step these itself (`keyed_bits`) and keep one
+    register fewer than for ``weyl`` and the key."""
     return wrapping_add(weyl, keys[0]), wrapping_add(weyl, keys[1])
 
 
 @njit(**NUMBA_OPTIONS)
-def keyed_bits(keyed_high, keyed_low):
-    """`weyl_bits` from `keyed_weyl`'s two words."""
-    return shift_left(np.uint64(_mix(keyed_high, MIX_A, np.uint32(16))), U32_32) | np.uint64(
-        _mix(keyed_low, MIX_B, np.uint32(15)))
+def loop_constants(hidden):
+    """``(multipliers, weyl_step)`` for `keyed_bits` in a loop: the mixers'
+    multipliers ``(MIX_A, MIX_B)`` and WEYL_32, each xor `hidden`, a zero the
+    compiler cannot see (``_bits.hidden_zero``), so that the loop keeps them as
+    values."""
+    return (((bit_xor(MIX_A[0], hidden), bit_xor(MIX_A[1], hidden)),
+             (bit_xor(MIX_B[0], hidden), bit_xor(MIX_B[1], hidden))), bit_xor(WEYL_32, hidden))
+
+
+@njit(**NUMBA_OPTIONS)
+def keyed_bits(keyed_high, keyed_low, multipliers):
+    """`weyl_bits` from `keyed_weyl`'s two words, with `loop_constants`' multipliers."""
+    return shift_left(np.uint64(_mix(keyed_high, multipliers[0], np.uint32(16))), U32_32) | np.uint64(
+        _mix(keyed_low, multipliers[1], np.uint32(15)))
 
 
 @njit(**NUMBA_OPTIONS)

@@ -74,30 +74,39 @@ TWENTY_NINE = np.uint32(29)
 
 
 @njit(**NUMBA_OPTIONS)
-def stochastic_count(scaled, random, rand_bits):
+def loop_two_31(hidden):
+    """``2.0**31`` as a float32 value for `stochastic_count` in a loop, from
+    ``_bits.hidden_zero``."""
+    return bits_to_float32(bit_xor(float32_to_bits(TWO_31), np.int32(hidden)))
+
+
+@njit(**NUMBA_OPTIONS)
+def stochastic_count(scaled, random, rand_bits, two_31):
     """The float32 `scaled` (``a`` of the module docstring, from 2**-8 up) rounded
-    stochastically to an integer (a float32), drawing the uint64 `random`."""
+    stochastically to an integer (a float32), drawing the uint64 `random`;
+    `two_31` is ``2.0**31`` (`loop_two_31`)."""
     count = np.floor(scaled)
     half_mask = np.int32(shift_right(top_bits_mask_32(rand_bits, 0), ONE_32))  # M >> 1, M: the top r bits
-    half_threshold = bit_and(np.int32((scaled - count) * TWO_31), half_mask)  # (T & M) >> 1
+    half_threshold = bit_and(np.int32((scaled - count) * two_31), half_mask)  # (T & M) >> 1
     half_random = np.int32(random >> SHIFT_33)  # the high half >> 1, whose complement is D >> 1
     up = wrapping_add(half_random, half_threshold) < np.int32(0)  # the sum reached 2**31
     return np.ceil(scaled) if up else count  # up only where scaled has a fraction
 
 
 @njit(**NUMBA_OPTIONS)
-def split_stochastic(bits, drop, min_normal_bits, quantum_bits, random, rand_bits):
+def split_stochastic(bits, drop, min_normal_bits, quantum_bits, random, rand_bits, two_31):
     """float32 bits `bits` (an int32) rounded stochastically onto a
     floating-point format with subnormals, sign included: from min_normal up
     (`min_normal_bits`) every magnitude drops the same `drop` bits and rounds as
     ``uniform.stochastic_uniform`` does; below it the spacing is the fixed
     ``2**q_min`` (`quantum_bits`: its float32 bits, a normal number), onto which
     the magnitude rounds by scaling, as fixed point does. Valid in the stochastic
-    fast range of formats with the ``stochastic_split`` parameter."""
+    fast range of formats with the ``stochastic_split`` parameter; `two_31` as for
+    `stochastic_count`."""
     inverse = bits_to_float32(np.int32(quantum_bits))  # loop invariants: 2**q_min,
     scale = np.float32(1.0) / inverse  # and 2**-q_min, exact (both normal)
     magnitude = bit_and(bits, MAGNITUDE_32)
-    count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits)
+    count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits, two_31)
     below = np.int32(float32_to_bits(count * inverse) | bit_and(bits, SIGN_32))
     above = stochastic_uniform(bits, drop, random, rand_bits)
     return above if magnitude >= np.int32(min_normal_bits) else below
