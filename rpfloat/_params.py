@@ -228,11 +228,16 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         and fields["fast_drop_offset"] - aligned_field <= fields["fast_drop_min"]
         and not fields["no_negative_zero"]
     )
-    # scaled_random.split_stochastic: the formats of adding.py in float32, whose
-    # spacing below min_normal and its inverse are normal float32 numbers
+    # scaled_random.split_stochastic: in float32, one bit count from min_normal up
+    # and a fixed spacing below it, that spacing and its inverse normal float32
+    # numbers: the formats of adding.py, and those of uniform.py without
+    # subnormals (0 and min_normal one spacing apart), -0 included
     fields["stochastic_split"] = int(
-        fields["nearest_by_adding"] == 1 and carrier_man_bits == 23
+        carrier_man_bits == 23
         and fields["below_quantum_bits"] <= _bits_of(2.0**126, carrier)
+        and (fields["nearest_by_adding"] == 1
+             or (fields["uniform_drop"] == 1 and fields["below_quantum_bits"] == fields["min_normal_bits"]
+                 == fields["fast_aligned_bits"] and fields["fast_low_random_bits"] <= fields["min_normal_bits"]))
     )
     # uniform.py from 0 up: where the format's min_normal is the carrier's smallest
     # normal and it has subnormals (spacing below one carrier normal), the

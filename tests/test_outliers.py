@@ -16,10 +16,11 @@ threshold, and sprinkled at random densities.
 """
 import numpy as np
 import pytest
+from numba import njit
 
 import rpfloat as rp
 from rpfloat._kernels import quantize
-from sweeps import kernel_setup
+from sweeps import float32_sweep, kernel_setup
 from test_zeros import MODES, _policy, assert_kernels_match_general
 
 BLOCK, PIECE, RUN, SPARSE, MANY = quantize.BLOCK, quantize.PIECE, quantize.RUN, quantize.SPARSE, quantize.MANY
@@ -85,3 +86,45 @@ def test_ordinary_values_are_inside_the_ranges():
             assert quantize.count_irregular(ordinary_bits, low, high, params, zero_ok) == 0, (fmt_name, mode_name)
         low, high, zero_ok = quantize.loop_range(params, MODES["stochastic"], quantize.BITS_LOOP)
         assert quantize.count_irregular(outlier_bits, low, high, params, zero_ok) == len(outliers), fmt_name
+
+
+@njit  # not cached: numba would not see a change to the kernels it calls
+def _verdicts_by_keys(bits, low, high, params, zero_ok, out):
+    """Per element, whether the fast loop's range check (`range_keys` against
+    `range_limits`, as a block of that one element) finds it outside the range."""
+    low_limit, high_limit = quantize.range_limits(bits[0], low, high, zero_ok)
+    for i in range(bits.size):
+        low_key, high_key = quantize.range_keys(bits[i], low, params, zero_ok)
+        out[i] = min(high_limit, low_key) < low_limit or max(low_limit, high_key) > high_limit
+
+
+@pytest.mark.parametrize("fmt", [
+    rp.format("e4m3"), rp.format("bfloat16"), rp.FloatFormat(6, 9, subnormals=False), rp.format("float8_e4m3fnuz"),
+    rp.FixedFormat(8, 8), rp.FixedFormat(8, 8, signed=False), rp.FixedFormat(16, 16),
+], ids=repr)
+def test_range_keys_agree_with_irregular(fmt):
+    """The float32 fast loops' range check in unsigned keys (a zero's low key
+    wraps to the top; an unsigned format's negative magnitudes lie above the
+    range) finds outside the range exactly the elements `irregular` counts, for
+    every float32 bit pattern of the sweep with both signs, in every loop's range
+    and with zeros counted in or not."""
+    xs = float32_sweep()
+    bits = np.concatenate([xs, -xs, np.float32([0.0, -0.0])]).view(np.int32)
+    _, _, params, _, _, _ = kernel_setup(np.dtype(np.float32), fmt, _policy(fmt))
+    got = np.empty(bits.size, np.bool_)
+    checked = 0
+    for loop in (quantize.BITS_LOOP, quantize.UNIFORM_LOOP, quantize.SCALED_LOOP, quantize.SPLIT_LOOP):
+        for mode_name in ("nearest", "stochastic"):
+            low, high, zero_ok = quantize.loop_range(params, MODES[mode_name], loop)
+            if low > high:
+                continue
+            edges = np.array([low - 1, low, low + 1, high - 1, high, high + 1], np.int64)
+            edges = np.concatenate([edges, edges | -(2**31), [0, -(2**31), 1]]).astype(np.int32)
+            sample = np.concatenate([bits[::97], edges])
+            for zeros in (zero_ok, not zero_ok):
+                want = np.array([quantize.irregular(b, low, high, params, zeros) for b in sample], np.bool_)
+                _verdicts_by_keys(sample, low, high, params, zeros, got[:want.size])
+                assert np.array_equal(got[:want.size], want), (fmt, loop, mode_name, zeros)
+                assert want.any() and not want.all()
+                checked += 1
+    assert checked >= 4

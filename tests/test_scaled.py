@@ -253,14 +253,18 @@ def test_results_do_not_depend_on_the_rounding_direction(direction):
     assert not np.signbit(got[got == 0]).any()
 
 
-# Stochastic rounding onto floating-point formats with subnormals, in two parts
+# Stochastic rounding onto floating-point formats in two parts
 # (``scaled_random.split_stochastic``): one bit count from min_normal up, scaling
-# onto the fixed spacing below it. The ends: 22 significand bits, a smallest
-# spacing of exactly 2**-126, and a largest value near float32's.
+# onto the fixed spacing below it (with subnormals: the smallest one; without:
+# min_normal, between 0 and min_normal). The ends: 22 significand bits, a
+# smallest spacing of exactly 2**-126, and a largest value near float32's.
 SPLIT_FORMATS = [
     rp.format("e4m3"), rp.format("e5m2"), rp.format("float16"), rp.format("float6_e3m2fn"),
     rp.format("float6_e2m3fn"), rp.format("float4_e2m1fn"), rp.format("float8_e3m4"), rp.FloatFormat(6, 9),
     rp.FloatFormat(5, 22), rp.FloatFormat(7, 3, bias=124), rp.FloatFormat(7, 20, bias=2),
+    rp.FloatFormat(6, 9, subnormals=False), rp.FloatFormat(4, 3, subnormals=False),
+    rp.FloatFormat(2, 1, subnormals=False), rp.FloatFormat(3, 2, subnormals=False, inf=False),
+    rp.FloatFormat(7, 3, bias=124, subnormals=False), rp.FloatFormat(2, 1, bias=-125, subnormals=False, inf=False),
 ]
 
 
@@ -272,8 +276,8 @@ def test_split_eligibility():
     for fmt in SPLIT_FORMATS:
         assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 1, fmt
         assert kernel_params(fmt, np.dtype(np.float64), "saturate")[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
-    for fmt in (rp.format("bfloat16"), rp.FloatFormat(6, 9, subnormals=False), rp.format("float8_e4m3fnuz"),
-                rp.FloatFormat(7, 3, bias=125), rp.FixedFormat(8, 8)):
+    for fmt in (rp.format("bfloat16"), rp.format("float8_e4m3fnuz"), rp.FloatFormat(7, 3, bias=125),
+                rp.FixedFormat(8, 8)):
         assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
 
 

@@ -140,7 +140,7 @@ def _loop_kernel(loop, mode):
     ("bfloat16", "stochastic", np.float32, quantize.UNIFORM_LOOP),
     ("e4m3", "stochastic", np.float32, quantize.SPLIT_LOOP),
     ("float8_e4m3fnuz", "stochastic", np.float32, quantize.BITS_LOOP),
-    (rp.FloatFormat(6, 9, subnormals=False), "stochastic", np.float32, quantize.BITS_LOOP),
+    (rp.FloatFormat(6, 9, subnormals=False), "stochastic", np.float32, quantize.SPLIT_LOOP),
     ("q8.8", "stochastic", np.float32, quantize.SCALED_LOOP),
     ("q16.16", "stochastic", np.float32, quantize.SCALED_LOOP),
     ("float16", "stochastic", np.float64, quantize.HALVES_LOOP),

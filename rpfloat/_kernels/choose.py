@@ -15,7 +15,7 @@ thread that runs the kernel:
 - ``quantize.round_scaled_stochastic``: stochastic rounding of float32 data onto
   fixed point (``scaled_random``); needs subnormals kept.
 - ``quantize.round_stochastic_split``: stochastic rounding of float32 data onto
-  floating point with subnormals (``stochastic_split``); needs subnormals kept.
+  floating point (``stochastic_split``); needs subnormals kept.
 - ``quantize.round_nearest_by_adding``: floating point (``nearest_by_adding``) in
   nearest; needs subnormals kept and rounding to nearest.
 

@@ -136,7 +136,7 @@ PARAM_NAMES = (
                           #   `UNIFORM_KERNELS` do with one bit count for all (uniform.py)
     "stochastic_uniform",  # 1: the same for stochastic rounding of float32 data (bfloat16, tf32),
                            #   kernel UNIFORM_KERNELS[STOCHASTIC]
-    "stochastic_split",   # 1: a floating-point format with subnormals whose stochastic rounding of float32
+    "stochastic_split",   # 1: a floating-point format whose stochastic rounding of float32
                           #   data the fast loop of `round_stochastic_split` does in two parts
                           #   (scaled_random.split_stochastic)
     "uniform_from_zero",  # 1: uniform_drop, and the carrier's subnormals drop fast_drop_min bits too
@@ -791,7 +791,7 @@ SKIP = 8
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
 # nearest by adding a power of two (``adding``); one bit count for all (``uniform``);
-# stochastic onto formats with subnormals, above and below min_normal (``scaled_random``).
+# stochastic onto floating-point formats, above and below min_normal (``scaled_random``).
 BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP, SPLIT_LOOP = range(6)
 
 

@@ -1,9 +1,11 @@
 """Stochastic rounding onto fixed point by scaling: the element function of the
 fast loop of kernel ``quantize.round_scaled_stochastic``, for float32 data; and
-the same below min_normal for floating-point formats with subnormals, whose
-spacing is fixed there (`split_stochastic`, kernel ``quantize.round_stochastic_split``:
-from min_normal up it rounds as ``uniform.stochastic_uniform``, with one bit
-count; in cache it takes 0.85-0.91 of the bit-level loop's time).
+the same below min_normal for floating-point formats, whose spacing is fixed
+there (the smallest subnormal's, or without subnormals min_normal, between 0 and
+min_normal: `split_stochastic`, kernel ``quantize.round_stochastic_split``: from
+min_normal up it rounds as ``uniform.stochastic_uniform``, with one bit count;
+in cache it takes 0.85-0.91 of the bit-level loop's time, and for
+FloatFormat(6, 9, subnormals=False) in memory 0.78).
 
 For a fixed-point format with spacing ``2**-frac_bits`` the magnitude of x
 scales to ``a = |x| * 2**frac_bits`` (exact: a power of two), whose integer part
@@ -96,10 +98,11 @@ def stochastic_count(scaled, random, rand_bits, two_31):
 @njit(**NUMBA_OPTIONS)
 def split_stochastic(bits, drop, min_normal_bits, quantum_bits, random, rand_bits, two_31):
     """float32 bits `bits` (an int32) rounded stochastically onto a
-    floating-point format with subnormals, sign included: from min_normal up
+    floating-point format, sign included: from min_normal up
     (`min_normal_bits`) every magnitude drops the same `drop` bits and rounds as
     ``uniform.stochastic_uniform`` does; below it the spacing is the fixed
-    ``2**q_min`` (`quantum_bits`: its float32 bits, a normal number), onto which
+    ``2**q_min`` (`quantum_bits`: its float32 bits, a normal number; min_normal
+    itself in a format without subnormals), onto which
     the magnitude rounds by scaling, as fixed point does. Valid in the stochastic
     fast range of formats with the ``stochastic_split`` parameter; `two_31` as for
     `stochastic_count`."""
