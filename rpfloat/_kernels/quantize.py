@@ -908,8 +908,9 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                                 store_fast(target_part, i, split_stochastic(source_part[i], drop_min, min_normal, quantum,
                                                                             random, rand_bits, two_31))
                             elif fast_loop == UNIFORM_LOOP and mode == STOCHASTIC:
+                                magnitude = range_magnitude(source_part[i], fast_params)  # the range check's
                                 store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
-                                                                              rand_bits))
+                                                                              rand_bits, magnitude))
                             elif fast_loop == UNIFORM_LOOP:
                                 store_fast(target_part, i, uniform_round(source_part[i], mode, drop_min, aligned,
                                                                          half_quantum, below_tie_up, quantum))

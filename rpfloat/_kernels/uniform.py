@@ -48,7 +48,7 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._bits import NUMBA_OPTIONS, bit_and, bit_or, shift_left, shift_right, wrapping_add
+from ._bits import NUMBA_OPTIONS, bit_and, bit_or, bit_xor, shift_left, shift_right, wrapping_add
 from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, UP
 from .random import top_bits_mask_32
 
@@ -120,28 +120,34 @@ def _uniform_round(bits, mode, drop, aligned, half_quantum, below_tie_up, quantu
     return uniform
 
 
-def stochastic_uniform(bits, drop, random, rand_bits):
+def stochastic_uniform(bits, drop, random, rand_bits, magnitude=None):
     """float32 bits `bits` (an int32) rounded stochastically, sign included, in
     the fast range of a format with the ``stochastic_uniform`` parameter: `drop`
     bits dropped, the bias drawn from the high word of the uint64 `random`, of
-    which the top `rand_bits` bits count."""
+    which the top `rand_bits` bits count. A loop that has the range check's
+    magnitude of `bits` (|x| wherever x is in the range) passes it as
+    `magnitude`; the sign is then ``bits ^ magnitude``, and the loop keeps no
+    mask constant in a register (the split loop, which has its own, does not)."""
     raise NotImplementedError("stochastic_uniform runs inside numba kernels only")
 
 
 @overload(stochastic_uniform, jit_options=NUMBA_OPTIONS)
-def _stochastic_uniform(bits, drop, random, rand_bits):
+def _stochastic_uniform(bits, drop, random, rand_bits, magnitude=None):
     if bits != types.int32:
         return None
 
-    def uniform_32(bits, drop, random, rand_bits):
+    def uniform_32(bits, drop, random, rand_bits, magnitude=None):
         # loop invariants: the bias is the top `drop` bits of the word's top
         # `rand_bits` bits, a right shift by 32 - drop (1 <= drop <= 23)
         counted = top_bits_mask_32(rand_bits, 0)
         shift = np.uint32(32 - drop)
         kept_mask = np.int32(~((np.int64(1) << drop) - 1))
-        magnitude = bit_and(bits, np.int32(0x7FFFFFFF))
+        if magnitude is None:
+            magnitude, sign = bit_and(bits, np.int32(0x7FFFFFFF)), bit_and(bits, np.int32(-(2**31)))
+        else:
+            sign = bit_xor(bits, magnitude)
         bias = np.int32(shift_right(bit_and(np.uint32(random >> U_32), counted), shift))
         rounded = bit_and(wrapping_add(magnitude, bias), kept_mask)
-        return bit_or(rounded, bit_and(bits, np.int32(-(2**31))))
+        return bit_or(rounded, sign)
 
     return uniform_32
