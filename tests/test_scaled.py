@@ -11,6 +11,7 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels import choose, quantize
+from rpfloat._kernels.random import random_bits
 from rpfloat._params import kernel_params, widening_params
 from fpenv import (
     DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
@@ -287,7 +288,9 @@ def test_split_stochastic_matches_bit_kernel(fmt):
     rand_bits, key and offset (a counter crossing 2**32 too)."""
     params = _split_params(fmt)
     split = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert split is quantize.entry_point(quantize.round_stochastic_split, np.int32, np.int32)
+    from_zero = quantize.split_from_zero(params)
+    assert split is quantize.entry_point(
+        quantize.round_stochastic_split_from_zero if from_zero else quantize.round_stochastic_split, np.int32, np.int32)
     bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
     assert_same_stochastic(split, bit_kernel, params, quantize.STOCHASTIC, repr(fmt))
 
@@ -301,4 +304,42 @@ def test_split_stochastic_gives_way_under_flushing():
         kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
         got = rp.round(xs, "e4m3", "stochastic", rng=4, overflow="saturate")
     assert kernel is quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
+
+
+def test_split_from_zero_takes_the_coarse_formats():
+    """Spacings below min_normal from 2**-8 to 1 take the split kernel from 0 up."""
+    for name, from_zero in (("float4_e2m1fn", True), ("float6_e3m2fn", True), ("float6_e2m3fn", True),
+                            ("float8_e3m4", True), ("e4m3", False), ("e5m2", False), ("float16", False)):
+        assert quantize.split_from_zero(_split_params(rp.format(name))) == from_zero, name
+    assert quantize.split_from_zero(_split_params(rp.FloatFormat(2, 1, subnormals=False)))       # spacing 1
+    assert not quantize.split_from_zero(_split_params(rp.FloatFormat(2, 1, bias=0, subnormals=False)))  # 2
+
+
+@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e3m2fn"])
+def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name):
+    """Below one spacing * 2**-8 the high random word can tie with the fraction
+    (``D >> 1 == X``), and only the low word decides. Plant such magnitudes where
+    the stream's numbers tie, amid ordinary values, and compare with the
+    bit-level kernel: the block must have gone to the general loop."""
+    fmt = rp.format(name)
+    params = _split_params(fmt)
+    assert quantize.split_from_zero(params)
+    quantum = fmt.smallest_subnormal
+    key, n = 0x5DEECE66D, 1 << 17
+    highs = np.array([int(random_bits(np.uint64(key), i)) >> 33 for i in range(n)], np.int64)
+    ties = 2**31 - 1 - highs  # X with H + X == 2**31 - 1
+    planted = np.flatnonzero(ties < 2**21)  # a = (X + 0.75) * 2**-31 fits float32's 24 bits
+    assert planted.size > 50
+    xs = np.random.default_rng(3).standard_normal(n).astype(np.float32)
+    tiny = (ties[planted] + 0.75) * 2.0**-31 * quantum
+    xs[planted] = np.where(planted % 2 == 0, tiny, -tiny).astype(np.float32)
+    assert np.array_equal(xs[planted].astype(np.float64), np.where(planted % 2 == 0, tiny, -tiny))  # exact
+    kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    assert kernel is quantize.entry_point(quantize.round_stochastic_split_from_zero, np.int32, np.int32)
+    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    got, want = np.empty_like(xs), np.empty_like(xs)
+    for run, out in ((kernel, got), (bit_kernel, want)):
+        run(xs.view(np.int32), out.view(np.int32), params, params, quantize.STOCHASTIC, key, 0, 64)
+    assert np.count_nonzero(want[planted]) > 10  # the low word stepped some of them up
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

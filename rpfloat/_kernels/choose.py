@@ -15,7 +15,9 @@ thread that runs the kernel:
 - ``quantize.round_scaled_stochastic``: stochastic rounding of float32 data onto
   fixed point (``scaled_random``); needs subnormals kept.
 - ``quantize.round_stochastic_split``: stochastic rounding of float32 data onto
-  floating point (``stochastic_split``); needs subnormals kept.
+  floating point (``stochastic_split``); needs subnormals kept. For coarse
+  formats (``quantize.split_from_zero``) its variant from 0 up,
+  ``quantize.round_stochastic_split_from_zero``.
 - ``quantize.round_nearest_by_adding``: floating point (``nearest_by_adding``) in
   nearest; needs subnormals kept and rounding to nearest.
 
@@ -32,7 +34,7 @@ from ._bits import NUMBA_OPTIONS
 from .quantize import (
     NEAREST, P_NEAREST_BY_ADDING, P_SCALED, P_SCALED_RANDOM, P_STOCHASTIC_SPLIT, P_STOCHASTIC_UNIFORM, P_UNIFORM_DROP,
     STOCHASTIC, UNIFORM_KERNELS, entry_point, round_array_for, round_nearest_by_adding, round_scaled_stochastic,
-    round_stochastic_split,
+    round_stochastic_split, round_stochastic_split_from_zero, split_from_zero,
 )
 from .scaled import SCALED_MODES, round_scaled
 
@@ -91,7 +93,7 @@ def kernel_for(source_bits, target_bits, params, mode, fast_params=None):
         kernel = UNIFORM_KERNELS[STOCHASTIC]
     elif mode == STOCHASTIC and params[P_STOCHASTIC_SPLIT]:
         if environment() & KEEPS_SUBNORMALS:
-            kernel = round_stochastic_split
+            kernel = round_stochastic_split_from_zero if split_from_zero(params) else round_stochastic_split
     elif mode == STOCHASTIC and fast_params[P_SCALED_RANDOM]:
         if environment() & KEEPS_SUBNORMALS:
             kernel = round_scaled_stochastic

@@ -79,6 +79,7 @@ from ._bits import (
     shift_right,
     wrapping_add,
     wrapping_mul,
+    bit_or,
     bit_xor,
 )
 from .adding import nearest_by_adding
@@ -788,11 +789,17 @@ SKIP = 8
 # mode (its argument), without the fast path.
 
 
+UNDECIDED = np.uint32(0xFFFFFFFF)  # a high range key no magnitude of a signed format reaches
+# where the split loop's spacing below min_normal lies in [2**-8, 1] (float32 bits), its
+# kernel from 0 up takes the formats (`round_stochastic_split_from_zero`)
+SPLIT_FROM_ZERO = (0x3B800000, 0x3F800000)
+
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
 # nearest by adding a power of two (``adding``); one bit count for all (``uniform``);
-# stochastic onto floating-point formats, above and below min_normal (``scaled_random``).
-BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP, SPLIT_LOOP = range(6)
+# stochastic onto floating-point formats, above and below min_normal (``scaled_random``),
+# for coarse formats from 0 up (`split_from_zero`).
+BITS_LOOP, HALVES_LOOP, SCALED_LOOP, ADDING_LOOP, UNIFORM_LOOP, SPLIT_LOOP, SPLIT_ZERO_LOOP = range(7)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -803,9 +810,14 @@ def loop_range(fast_params, mode, fast_loop):
     from 0 for the uniform loops of formats with ``uniform_from_zero``. The
     stochastic loops round +-0 themselves, although 0 lies below their range
     (none steps a zero up); so does the halves loop wherever one spacing is at
-    least ``2**-978`` (``halves.round_block``)."""
+    least ``2**-978`` (``halves.round_block``). The split loop's variant from 0
+    up (SPLIT_ZERO_LOOP) rounds every magnitude below its range's top, giving a
+    block to the general loop where the high word of the random number left a
+    step undecided (``scaled_random.stochastic_count``)."""
     low, high = fast_bounds(fast_params, mode, fast_loop == HALVES_LOOP)
     if fast_loop == UNIFORM_LOOP and fast_params[P_UNIFORM_FROM_ZERO] != 0:
+        low = ZERO
+    if fast_loop == SPLIT_ZERO_LOOP:
         low = ZERO
     if fast_loop == HALVES_LOOP:
         zero_ok = fast_params[P_BELOW_QUANTUM_BITS] >= ZERO_HALVES_QUANTUM
@@ -821,7 +833,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     `halves_apply`; SCALED_LOOP for fixed point, parameter ``scaled_random``;
     nearest only: ADDING_LOOP, parameter ``nearest_by_adding``; all but
     stochastic_equal: UNIFORM_LOOP, parameters ``uniform_drop``, ``stochastic_uniform``;
-    stochastic: SPLIT_LOOP, parameter ``stochastic_split``).
+    stochastic: SPLIT_LOOP, parameter ``stochastic_split``; SPLIT_ZERO_LOOP, the
+    same from 0 up, `split_from_zero`).
     The loop is written here, in the kernel itself, rather than in a function
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
@@ -886,6 +899,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                     else:
                         low_limit, high_limit = range_limits(source_part[0], low, high, zero_ok)
                         lowest, highest = high_limit, low_limit
+                        tied = False  # SPLIT_ZERO_LOOP: a step the high word left undecided
                         if premixed:
                             fill_halves(keys, weyl, high_words[:source_part.size], low_words[:source_part.size])
                         keyed_high, keyed_low = keyed_weyl(keys, weyl)
@@ -899,14 +913,16 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                                 # the range check's magnitude (the same operation): |x|
                                 # wherever x lies in the range
                                 magnitude = range_magnitude(source_part[i], fast_params)
-                                count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits, two_31)
+                                count, _ = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits,
+                                                            two_31)  # from 2**-8 up: the high word decides
                                 store_scaled(target_part, i, count, bit_xor(source_part[i], magnitude), inverse, rebias)
                             elif fast_loop == ADDING_LOOP:
                                 store_fast(target_part, i, nearest_by_adding(source_part[i], drop_min, drop_offset,
                                                                              carrier_man_bits))
-                            elif fast_loop == SPLIT_LOOP:
-                                store_fast(target_part, i, split_stochastic(source_part[i], drop_min, min_normal, quantum,
-                                                                            random, rand_bits, two_31))
+                            elif fast_loop == SPLIT_LOOP or fast_loop == SPLIT_ZERO_LOOP:
+                                rounded, tied = split_stochastic(source_part[i], drop_min, min_normal, quantum, random,
+                                                                 rand_bits, two_31)
+                                store_fast(target_part, i, rounded)
                             elif fast_loop == UNIFORM_LOOP and mode == STOCHASTIC:
                                 magnitude = range_magnitude(source_part[i], fast_params)  # the range check's
                                 store_fast(target_part, i, stochastic_uniform(source_part[i], drop_min, random,
@@ -918,9 +934,13 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                                 store_fast(target_part, i, fast_round_bits(source_part[i], fast_params, mode, random,
                                                                            rand_bits))
                             low_key, high_key = range_keys(source_part[i], low, fast_params, zero_ok)
+                            if fast_loop == SPLIT_ZERO_LOOP:  # the greatest key marks an undecided step
+                                high_key = bit_or(high_key, UNDECIDED if tied else np.uint32(0))
                             lowest = min(lowest, low_key)
                             highest = max(highest, high_key)
                         outside = lowest < low_limit or highest > high_limit
+                        if fast_loop == SPLIT_ZERO_LOOP and highest == UNDECIDED:
+                            outside, tried = True, False  # rare (about 2**-31 per element): the whole block again
                 # what the general loop does (again): the whole block, or where the block
                 # held elements outside the range, the pieces holding many of them and the
                 # runs of RUN elements holding the others
@@ -972,8 +992,18 @@ round_nearest_by_adding = _kernel(NEAREST, False, ADDING_LOOP)
 # by mode number, stochastic_equal excepted (None)
 UNIFORM_KERNELS = tuple(_kernel(mode, False, UNIFORM_LOOP) for mode in range(STOCHASTIC + 1)) + (None,)
 round_stochastic_split = _kernel(STOCHASTIC, False, SPLIT_LOOP)
+round_stochastic_split_from_zero = _kernel(STOCHASTIC, False, SPLIT_ZERO_LOOP)
 KERNELS = MODE_KERNELS + (round_general, round_stochastic_halves, round_scaled_stochastic, round_nearest_by_adding,
-                          *UNIFORM_KERNELS[:-1], round_stochastic_split)
+                          *UNIFORM_KERNELS[:-1], round_stochastic_split, round_stochastic_split_from_zero)
+
+
+def split_from_zero(params):
+    """Whether stochastic rounding onto the format of `params` (a ``stochastic_split``
+    one) takes `round_stochastic_split_from_zero`: where its spacing below
+    min_normal lies in [2**-8, 1] (float6, float4 and other coarse formats, onto
+    which raw data put a share of values 2**8 times below that spacing; the tie
+    check costs the loop 3-10% elsewhere)."""
+    return SPLIT_FROM_ZERO[0] <= params[P_BELOW_QUANTUM_BITS] <= SPLIT_FROM_ZERO[1]
 
 
 def halves_apply(params, mode):

@@ -33,6 +33,16 @@ and with H the random high half shifted right by one, ``D >> 1 = 2**31 - 1 - H``
 whose sign bit selects the result: one addition instead of a complement, a
 mask and a comparison.
 
+Below 2**-8, T is no longer exact: the high word decides the step wherever
+``D >> 1 != X`` (then ``D < T`` and ``D >> 1 < X`` agree whatever the low
+words), and leaves it undecided where they are equal, about once in 2**31
+elements. The split loop's variant from 0 up (``quantize.split_from_zero``:
+float6, float4 and the like, onto which raw data put a share of values below
+2**-8 spacings) flags those (`stochastic_count`'s `tied`) and gives their block
+to the general loop. The flag costs the loop two instructions, 3-10% of its
+time, so the other formats keep the range from 2**-8 up and send what lies
+below to the general loop.
+
 The result ``k * 2**-frac_bits`` (or ``(k + 1) * 2**-frac_bits``) is exact: k + 1
 fits the significand wherever a has a fraction, and a has none from 2**23 up.
 k + 1 is ``ceil(a)`` there (a rounding instruction, no constant 1 to keep in a
@@ -84,15 +94,19 @@ def loop_two_31(hidden):
 
 @njit(**NUMBA_OPTIONS)
 def stochastic_count(scaled, random, rand_bits, two_31):
-    """The float32 `scaled` (``a`` of the module docstring, from 2**-8 up) rounded
-    stochastically to an integer (a float32), drawing the uint64 `random`;
-    `two_31` is ``2.0**31`` (`loop_two_31`)."""
+    """``(count, tied)``: the float32 `scaled` (``a`` of the module docstring,
+    from 0 up) rounded stochastically to an integer (a float32), drawing the
+    uint64 `random`, and whether the high word left the step undecided (``D >> 1
+    == X``: module docstring; then the element must be done again by the
+    general loop, which reads the low word too); `two_31` is ``2.0**31``
+    (`loop_two_31`)."""
     count = np.floor(scaled)
     half_mask = np.int32(shift_right(top_bits_mask_32(rand_bits, 0), ONE_32))  # M >> 1, M: the top r bits
     half_threshold = bit_and(np.int32((scaled - count) * two_31), half_mask)  # (T & M) >> 1
     half_random = np.int32(random >> SHIFT_33)  # the high half >> 1, whose complement is D >> 1
-    up = wrapping_add(half_random, half_threshold) < np.int32(0)  # the sum reached 2**31
-    return np.ceil(scaled) if up else count  # up only where scaled has a fraction
+    total = wrapping_add(half_random, half_threshold)
+    up = total < np.int32(0)  # the sum reached 2**31
+    return (np.ceil(scaled) if up else count), total == np.int32(0x7FFFFFFF)  # up only where scaled has a fraction
 
 
 @njit(**NUMBA_OPTIONS)
@@ -105,14 +119,16 @@ def split_stochastic(bits, drop, min_normal_bits, quantum_bits, random, rand_bit
     itself in a format without subnormals), onto which
     the magnitude rounds by scaling, as fixed point does. Valid in the stochastic
     fast range of formats with the ``stochastic_split`` parameter; `two_31` as for
-    `stochastic_count`."""
+    `stochastic_count`. Returns the result's bits and `stochastic_count`'s `tied`
+    (which may be set above min_normal too, where it does not matter: the
+    element is only done again)."""
     inverse = bits_to_float32(np.int32(quantum_bits))  # loop invariants: 2**q_min,
     scale = np.float32(1.0) / inverse  # and 2**-q_min, exact (both normal)
     magnitude = bit_and(bits, MAGNITUDE_32)
-    count = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits, two_31)
+    count, tied = stochastic_count(bits_to_float32(magnitude) * scale, random, rand_bits, two_31)
     below = np.int32(float32_to_bits(count * inverse) | bit_and(bits, SIGN_32))
     above = stochastic_uniform(bits, drop, random, rand_bits)
-    return above if magnitude >= np.int32(min_normal_bits) else below
+    return (above if magnitude >= np.int32(min_normal_bits) else below), tied
 
 
 def store_scaled(target, i, count, sign, inverse, rebias):
