@@ -300,9 +300,10 @@ def test_thread_count_does_not_change_bits():
 
 def test_thirty_formats_compile_nothing_new():
     x = sample(64)
-    for mode in ("nearest", "stochastic", "odd"):  # each mode's kernel, compiled once
-        rp.round(x, "e4m3", mode)
-        rp.round(x.astype(np.float64), "e4m3", mode)
+    for mode in ("nearest", "stochastic", "odd"):  # each mode's kernels, compiled once
+        for name in ("e4m3", "float6_e3m2fn"):  # float6: the split kernel from 0 up (stochastic)
+            rp.round(x, name, mode)
+            rp.round(x.astype(np.float64), name, mode)
     before = [list(kernel.overloads) for kernel in KERNELS]
     formats = [rp.FloatFormat(e, m) for e in range(2, 8) for m in range(1, 6)]
     assert len(formats) == 30
