@@ -337,9 +337,7 @@ def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name):
     assert np.array_equal(xs[planted].astype(np.float64), np.where(planted % 2 == 0, tiny, -tiny))  # exact
     kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
     assert kernel is quantize.entry_point(quantize.round_stochastic_split_from_zero, np.int32, np.int32)
-    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    got, want = np.empty_like(xs), np.empty_like(xs)
-    for run, out in ((kernel, got), (bit_kernel, want)):
-        run(xs.view(np.int32), out.view(np.int32), params, params, quantize.STOCHASTIC, key, 0, 64)
+    got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key)
+    want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key)
     assert np.count_nonzero(want[planted]) > 10  # the low word stepped some of them up
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

@@ -30,7 +30,7 @@ spacing), none overflows, and no input is inf or NaN.
 import numpy as np
 from numba import njit
 
-from ._bits import HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_xor, shift_left, shift_right, wrapping_add
+from ._bits import HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_xor, hidden_zero, shift_left, shift_right, wrapping_add
 from .random import WEYL_32, weyl_halves
 
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
@@ -111,5 +111,5 @@ def round_block(source_words, target_words, drop_min, drop_offset, range_mask, z
 @njit(**NUMBA_OPTIONS)
 def opaque_all_ones(rand_bits):
     """0xFFFFFFFF as a uint32, from `rand_bits` (1 to 64) so that the compiler cannot
-    see its value."""
-    return np.uint32(np.uint32(0xFFFFFFFF) ^ np.uint32(rand_bits >> 7))
+    see its value (``_bits.hidden_zero``)."""
+    return bit_xor(np.uint32(0xFFFFFFFF), hidden_zero(rand_bits))

@@ -39,6 +39,7 @@ ONE = np.uint64(1)
 WEYL_32 = np.uint32(0x9E3779B9)
 MIX_A = (np.uint32(0x7FEB352D), np.uint32(0x846CA68B))  # shifts 16, 15, 16
 MIX_B = (np.uint32(0x21F0AAAD), np.uint32(0x735A2D97))  # shifts 16, 15, 15
+MULTIPLIERS = (MIX_A, MIX_B)  # the high half's, the low half's
 LOW_32 = np.uint64(0xFFFFFFFF)
 U32_32 = np.uint64(32)
 
@@ -79,14 +80,33 @@ def weyl_bits(keys, weyl):
     """`counter_bits` from ``counter * 0x9E3779B9`` (mod 2**32): loops step it by
     WEYL_32 rather than multiply."""
     high, low = weyl_halves(keys, weyl)
-    return shift_left(np.uint64(high), U32_32) | np.uint64(low)
+    return joined(high, low)
 
 
 @njit(**NUMBA_OPTIONS)
 def weyl_halves(keys, weyl):
     """`weyl_bits` as its high and low 32-bit halves (two uint32)."""
     keyed_high, keyed_low = keyed_weyl(keys, weyl)
-    return _mix(keyed_high, MIX_A, np.uint32(16)), _mix(keyed_low, MIX_B, np.uint32(15))
+    return mix_high(keyed_high, MULTIPLIERS), mix_low(keyed_low, MULTIPLIERS)
+
+
+@njit(**NUMBA_OPTIONS)
+def mix_high(keyed, multipliers):
+    """The high half of a number from its keyed Weyl word (`keyed_weyl`), with
+    `multipliers` (MULTIPLIERS, or `loop_constants`' copy)."""
+    return _mix(keyed, multipliers[0], np.uint32(16))
+
+
+@njit(**NUMBA_OPTIONS)
+def mix_low(keyed, multipliers):
+    """The low half, as `mix_high`."""
+    return _mix(keyed, multipliers[1], np.uint32(15))
+
+
+@njit(**NUMBA_OPTIONS)
+def joined(high, low):
+    """The uint64 of two uint32 halves."""
+    return shift_left(np.uint64(high), U32_32) | np.uint64(low)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -99,10 +119,9 @@ def keyed_weyl(keys, weyl):
 
 @njit(**NUMBA_OPTIONS)
 def loop_constants(hidden):
-    """``(multipliers, weyl_step)`` for `keyed_bits` in a loop: the mixers'
-    multipliers ``(MIX_A, MIX_B)`` and WEYL_32, each xor `hidden`, a zero the
-    compiler cannot see (``_bits.hidden_zero``), so that the loop keeps them as
-    values."""
+    """``(multipliers, weyl_step)`` for `keyed_bits` in a loop: MULTIPLIERS and
+    WEYL_32, each xor `hidden`, a zero the compiler cannot see
+    (``_bits.hidden_zero``), so that the loop keeps them as values."""
     return (((bit_xor(MIX_A[0], hidden), bit_xor(MIX_A[1], hidden)),
              (bit_xor(MIX_B[0], hidden), bit_xor(MIX_B[1], hidden))), bit_xor(WEYL_32, hidden))
 
@@ -110,8 +129,7 @@ def loop_constants(hidden):
 @njit(**NUMBA_OPTIONS)
 def keyed_bits(keyed_high, keyed_low, multipliers):
     """`weyl_bits` from `keyed_weyl`'s two words, with `loop_constants`' multipliers."""
-    return shift_left(np.uint64(_mix(keyed_high, multipliers[0], np.uint32(16))), U32_32) | np.uint64(
-        _mix(keyed_low, multipliers[1], np.uint32(15)))
+    return joined(mix_high(keyed_high, multipliers), mix_low(keyed_low, multipliers))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -121,11 +139,11 @@ def fill_halves(keys, weyl, high, low):
     numbers (float64 data) would mix both halves in four."""
     step = weyl
     for i in range(high.size):
-        high[i] = _mix(wrapping_add(step, keys[0]), MIX_A, np.uint32(16))
+        high[i] = mix_high(wrapping_add(step, keys[0]), MULTIPLIERS)
         step = wrapping_add(step, WEYL_32)
     step = weyl
     for i in range(low.size):
-        low[i] = _mix(wrapping_add(step, keys[1]), MIX_B, np.uint32(15))
+        low[i] = mix_low(wrapping_add(step, keys[1]), MULTIPLIERS)
         step = wrapping_add(step, WEYL_32)
 
 
