@@ -77,7 +77,6 @@ from .uniform import stochastic_uniform
 
 SIGN_32 = np.int32(-(2**31))
 TWO_31 = np.float32(2.0**31)
-LOW_31 = np.uint32(0x7FFFFFFF)
 SHIFT_33 = np.uint64(33)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 ONE_32 = np.uint32(1)
