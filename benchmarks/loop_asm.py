@@ -62,7 +62,8 @@ def _stores_vectors(body: list[str]) -> bool:
 def kernel(name: str):
     from rpfloat._kernels import quantize, scaled
     named = {"scaled_stochastic": quantize.round_scaled_stochastic, "split": quantize.round_stochastic_split,
-             "halves": quantize.round_stochastic_halves, "adding": quantize.round_nearest_by_adding,
+             "halves": quantize.round_stochastic_halves,
+             "halves_zero": quantize.round_stochastic_halves_from_zero, "adding": quantize.round_nearest_by_adding,
              "scaled": scaled.round_scaled, "general": quantize.round_general}
     if name in named:
         return named[name]
@@ -72,7 +73,7 @@ def kernel(name: str):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("kernel", help="scaled_stochastic, split, halves, adding, scaled, general, "
+    parser.add_argument("kernel", help="scaled_stochastic, split, halves, halves_zero, adding, scaled, general, "
                                        "bits:MODE or uniform:MODE (MODE: the mode number, 6 = stochastic)")
     parser.add_argument("signature", choices=sorted(SIGNATURES), help="data and result types")
     parser.add_argument("--all", action="store_true", help="every vector loop, not just the first")

@@ -301,7 +301,9 @@ def test_thread_count_does_not_change_bits():
 def test_thirty_formats_compile_nothing_new():
     x = sample(64)
     for mode in ("nearest", "stochastic", "odd"):  # each mode's kernels, compiled once
-        for name in ("e4m3", "float6_e3m2fn"):  # float6: the split kernel from 0 up (stochastic)
+        # float6: the split kernel from 0 up (stochastic); from float64, e4m3 and float6 take the
+        # halves kernel from 0 up, e5m2 the halves kernel
+        for name in ("e4m3", "float6_e3m2fn", "e5m2"):
             rp.round(x, name, mode)
             rp.round(x.astype(np.float64), name, mode)
     before = [list(kernel.overloads) for kernel in KERNELS]

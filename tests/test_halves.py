@@ -1,17 +1,22 @@
 """Stochastic rounding of float64 data in 32-bit halves (``rpfloat._kernels.halves``).
 
-The halves kernel must give the 64-bit kernel's bits (which every other test
-holds to the oracle and to the documented random stream) for every input, every
-`rand_bits` and every format it takes, and be chosen exactly where it applies.
-The inputs sweep every sign, exponent and top significand bits of a float64
-with low words at the edges of a carry (0, 1, 2**31, 2**32 - 1, ...), and the
-values at the ends of its narrowed range.
+The halves kernels (and their variant from 0 up) must give the 64-bit kernel's
+bits (which every other test holds to the oracle and to the documented random
+stream) for every input, every `rand_bits` and every format they take, and be
+chosen exactly where they apply. The inputs sweep every sign, exponent and top
+significand bits of a float64 with low words at the edges of a carry (0, 1,
+2**31, 2**32 - 1, ...), the values at the ends of the narrowed range, and
+random magnitudes below one spacing.
 """
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 import rpfloat as rp
 from rpfloat._kernels import quantize
+from rpfloat._kernels.halves import below_one_spacing
+from rpfloat._kernels.random import random_bits
 from rpfloat._params import kernel_params
 
 STOCHASTIC = quantize.STOCHASTIC
@@ -55,6 +60,17 @@ def _edges(params) -> np.ndarray:
     return np.repeat(bits, 64).view(np.float64)  # 64 random numbers each
 
 
+def _below_one_spacing(params) -> np.ndarray:
+    """Random magnitudes below one spacing (random significands, 2**-1 to 2**-40
+    spacings, and the few ulps below it), both signs."""
+    rng = np.random.default_rng(17)
+    quantum = float(np.int64(params[quantize.P_BELOW_QUANTUM_BITS]).view(np.float64))
+    tiny = quantum * rng.uniform(1.0, 2.0, 20_000) * 2.0 ** -rng.integers(1, 41, 20_000)
+    edge = (np.int64(params[quantize.P_BELOW_QUANTUM_BITS]) - np.arange(1, 200, dtype=np.int64)).view(np.float64)
+    both = np.concatenate([tiny, edge])
+    return np.concatenate([both, -both])
+
+
 def _round(kernel_entry, xs, params, rand_bits, offset):
     out = np.empty_like(xs)
     kernel_entry(xs.view(np.int64), out.view(np.int64), params, params, STOCHASTIC, np.uint64(0x5EED), offset,
@@ -68,19 +84,29 @@ def _kernels():
     return plain, halves
 
 
+def _from_zero_kernel():
+    return quantize.entry_point(quantize.round_stochastic_halves_from_zero, np.int64, np.int64)
+
+
 @pytest.mark.parametrize("fmt", HALVES_FORMATS, ids=repr)
 def test_halves_give_the_64_bit_kernels_bits(fmt):
+    """Both loops, wherever they are valid: the variant from 0 up needs one
+    spacing of at least 2**-990 (tested on every format from 2**-978 up)."""
     params = _params(fmt)
     assert quantize.halves_apply(params, STOCHASTIC)
     plain, halves = _kernels()
-    xs = np.concatenate([_sweep(), _edges(params)])
+    kernels = {"halves": halves}
+    if params[quantize.P_BELOW_QUANTUM_BITS] >= quantize.ZERO_HALVES_QUANTUM:
+        kernels["halves from 0"] = _from_zero_kernel()
+    xs = np.concatenate([_sweep(), _edges(params), _below_one_spacing(params)])
     for rand_bits in RAND_BITS:
         expected = _round(plain, xs, params, rand_bits, 12345)
-        got = _round(halves, xs, params, rand_bits, 12345)
-        wrong = np.flatnonzero(got != expected)
-        assert wrong.size == 0, (
-            f"{fmt!r} rand_bits={rand_bits}: {wrong.size} differ, first x={xs[wrong[0]]!r} "
-            f"got {got[wrong[0]]:#x} expected {expected[wrong[0]]:#x}")
+        for name, kernel in kernels.items():
+            got = _round(kernel, xs, params, rand_bits, 12345)
+            wrong = np.flatnonzero(got != expected)
+            assert wrong.size == 0, (
+                f"{fmt!r} {name} rand_bits={rand_bits}: {wrong.size} differ, first x={xs[wrong[0]]!r} "
+                f"got {got[wrong[0]]:#x} expected {expected[wrong[0]]:#x}")
 
 
 @pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", rp.FloatFormat(6, 9)], ids=repr)
@@ -123,26 +149,87 @@ def test_where_the_halves_kernel_applies(fmt, policy, applies):
     assert quantize.halves_apply(params, STOCHASTIC) == applies
     kernel = quantize.round_array_for(np.int64, np.int64, params, STOCHASTIC)
     halves = quantize.entry_point(quantize.round_stochastic_halves, np.int64, np.int64)
-    assert (kernel is halves) == applies
-    for mode in (quantize.NEAREST, quantize.STOCHASTIC_EQUAL):  # other modes never take it
-        assert quantize.round_array_for(np.int64, np.int64, params, mode) is not halves
+    from_zero = _from_zero_kernel()
+    assert (kernel in (halves, from_zero)) == applies
+    assert (kernel is from_zero) == (applies and quantize.halves_from_zero(params))
+    for mode in (quantize.NEAREST, quantize.STOCHASTIC_EQUAL):  # other modes never take them
+        assert quantize.round_array_for(np.int64, np.int64, params, mode) not in (halves, from_zero)
     fmt = rp.format(fmt) if isinstance(fmt, str) else fmt
     if fmt.carrier is np.float32:  # float32 data keep their own kernel
         assert quantize.round_array_for(np.int32, np.int32, _params(fmt, policy, np.float32),
-                                        STOCHASTIC) is not halves
+                                        STOCHASTIC) not in (halves, from_zero)
 
 
-def test_halves_through_the_public_api():
-    """``rp.round`` on float64 data: the same bits as the 64-bit kernel, in
-    chunks, from two threads' ranges, and with an offset crossing a 2**32 segment."""
-    rng = np.random.default_rng(11)
-    x = rng.standard_normal(50_003) * 2.0 ** rng.integers(-20, 20, 50_003)
-    x[::101] = np.inf
-    x[::103] = np.nan
-    params = _params("bfloat16")
+def test_halves_from_zero_takes_the_coarse_formats():
+    """Spacings below min_normal from 2**-12 up take the halves loop from 0 up."""
+    for name, from_zero in (("float4_e2m1fn", True), ("float6_e3m2fn", True), ("float8_e4m3fn", True),
+                            ("float8_e4m3fnuz", True), ("float8_e4m3b11fnuz", False), ("float8_e5m2", False),
+                            ("float16", False), ("bfloat16", False)):
+        assert quantize.halves_from_zero(_params(name)) == from_zero, name
+    assert quantize.halves_from_zero(_params(rp.FloatFormat(4, 3, bias=10)))       # spacing 2**-12
+    assert not quantize.halves_from_zero(_params(rp.FloatFormat(4, 3, bias=11)))   # 2**-13
+
+
+def test_halves_from_zero_decide_next_to_the_undecided_steps():
+    """Below one spacing q the high random word can leave the step undecided
+    (G + H == 2**31 - 1, ``halves.below_one_spacing``), and only the low word
+    decides. Plant magnitudes where the stream's numbers tie, or miss a tie by
+    1 or 2 (which the loop decides itself, from G's every bit), amid ordinary
+    values, and compare with the 64-bit kernel: blocks with a tie must have gone
+    to the general loop."""
+    params = _params("float8_e4m3fn")
+    assert quantize.halves_from_zero(params)
+    quantum = 2.0**-9
+    key, n = 0x5EED, 1 << 16
+    highs = np.array([int(random_bits(np.uint64(key), i)) >> 33 for i in range(n)], np.int64)  # H
+    rng = np.random.default_rng(3)
+    planted = np.arange(5, n, 29)
+    miss = np.array([0, -2, -1, 0, 1, 2])[planted % 6]  # G + H - (2**31 - 1)
+    half_fraction = 2**31 - 1 - highs[planted] + miss  # G
+    inside = (half_fraction >= 0) & (half_fraction < 2**31)
+    planted, miss, half_fraction = planted[inside], miss[inside], half_fraction[inside]
+    # |x| / q * 2**31 = G + a fraction of 20 bits (exact: 51 bits at most); at the ties 0.875 or
+    # another fraction, so that the low words decide both ways where H's dropped bit is 0
+    fraction = np.where(miss == 0, np.where(planted % 4 == 1, 0.875, rng.integers(1, 2**20, planted.size) * 2.0**-20),
+                        rng.integers(0, 2**20, planted.size) * 2.0**-20)
+    tiny = (half_fraction + fraction) * 2.0**-31 * quantum
+    xs = rng.standard_normal(n)
+    xs[planted] = np.where(planted % 2 == 0, tiny, -tiny)
     plain, _ = _kernels()
-    key = int(np.random.SeedSequence(7).generate_state(1, np.uint64)[0])
-    expected = np.empty_like(x)
-    plain(x.view(np.int64), expected.view(np.int64), params, params, STOCHASTIC, np.uint64(key), 0, 64)
-    got = rp.round(x, "bfloat16", "stochastic", rng=7)
-    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64))
+    expected = _round(plain, xs, params, 64, 0)
+    got = _round(_from_zero_kernel(), xs, params, 64, 0)
+    for ties in (miss == 0, miss != 0):
+        steps = np.count_nonzero(expected[planted[ties]] << np.uint64(1))
+        assert 10 < steps < np.count_nonzero(ties) - 10  # both ways
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_below_one_spacing_against_exact_arithmetic():
+    """``halves.below_one_spacing`` on its own: G = floor(|x| / q * 2**31) by
+    exact integer arithmetic, for magnitudes 1 to 45 binades below q and
+    float64 subnormals, with random high words H and ones that make G + H
+    reach 2**31 - 1 or miss it by 1."""
+    quantum = 2.0**-9
+    quantum_high = np.int32(np.float64(quantum).view(np.int64) >> 32)
+    rng = np.random.default_rng(23)
+    for _ in range(3000):
+        if rng.integers(10) == 0:
+            x = float(rng.integers(1, 2**52)) * 2.0**-1074  # a float64 subnormal
+        else:
+            x = quantum * float(rng.uniform(1.0, 2.0)) * 2.0 ** -int(rng.integers(1, 46))
+        x = -x if rng.integers(2) else x
+        bits = int(np.float64(x).view(np.int64))
+        high, low = bits >> 32, bits & 0xFFFFFFFF
+        magnitude = high & 0x7FFFFFFF
+        half_fraction = (Fraction(abs(x)) / Fraction(quantum) * 2**31).__floor__()  # G
+        for half_random in (int(rng.integers(2**31)), 2**31 - 1 - half_fraction, 2**31 - half_fraction,
+                            2**31 - 2 - half_fraction):
+            if not 0 <= half_random < 2**31:
+                continue
+            sign = high & -(2**31)
+            word, total = below_one_spacing(
+                np.int32(magnitude), np.uint32(low), np.int32(magnitude >> 20), np.uint32(half_random),
+                quantum_high, np.int32(sign), np.int32(0x1234))
+            exact = half_fraction + half_random
+            assert int(total) == (exact if exact < 2**31 else exact - 2**32), (x, half_random)
+            assert int(word) == ((int(quantum_high) | sign) if exact >= 2**31 else 0x1234), (x, half_random)

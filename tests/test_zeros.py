@@ -11,7 +11,8 @@ holding more than a few of them to the general loop (3 to 6 times slower):
   normal numbers there;
 - the float64 halves loop gives +-0 for every element whose high word is 0
   (``|x| < 2**-1042``) where one spacing is at least ``2**-978``, so that no
-  rand_bits gives it a chance to step up.
+  rand_bits gives it a chance to step up; its variant from 0 up (coarse
+  formats) rounds every magnitude below one spacing.
 
 Each kernel that rounds an array, as the public API picks it and as the
 bit-level kernel, must give bit for bit what the general loop alone
@@ -131,7 +132,8 @@ def test_zeros_in_fast_loops_match_the_general_loop(fmt, dtype):
 def _loop_kernel(loop, mode):
     return {quantize.BITS_LOOP: quantize.MODE_KERNELS[mode], quantize.UNIFORM_LOOP: quantize.UNIFORM_KERNELS[mode],
             quantize.SPLIT_LOOP: quantize.round_stochastic_split, quantize.SCALED_LOOP: quantize.round_scaled_stochastic,
-            quantize.HALVES_LOOP: quantize.round_stochastic_halves}[loop]
+            quantize.HALVES_LOOP: quantize.round_stochastic_halves,
+            quantize.HALVES_ZERO_LOOP: quantize.round_stochastic_halves_from_zero}[loop]
 
 
 @pytest.mark.parametrize("fmt, mode, dtype, loop", [
@@ -144,7 +146,8 @@ def _loop_kernel(loop, mode):
     ("q8.8", "stochastic", np.float32, quantize.SCALED_LOOP),
     ("q16.16", "stochastic", np.float32, quantize.SCALED_LOOP),
     ("float16", "stochastic", np.float64, quantize.HALVES_LOOP),
-    ("float8_e4m3fnuz", "stochastic", np.float64, quantize.HALVES_LOOP),
+    ("float8_e4m3fnuz", "stochastic", np.float64, quantize.HALVES_ZERO_LOOP),
+    ("e5m2", "stochastic", np.float64, quantize.HALVES_LOOP),
 ], ids=str)
 def test_relu_data_stay_in_the_fast_loop(fmt, mode, dtype, loop):
     """Half zeros (ReLU activations) send no block to the general loop: by the
