@@ -846,7 +846,8 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     inlined into each kernel: numba copies what it inlines, and copying the loop
     with its inlined `round_bits` doubled the compile time of every kernel."""
     halves = fast_loop == HALVES_LOOP or fast_loop == HALVES_ZERO_LOOP
-    block_loop = round_block_from_zero if fast_loop == HALVES_ZERO_LOOP else round_block
+    from_zero = fast_loop == HALVES_ZERO_LOOP  # (closure variables must be plain values: numba's
+    # cache key holds them, and a dispatcher's differs in every process)
 
     @njit(**NUMBA_OPTIONS)
     def round_array(source, target, fast_params, params, mode_argument, key, offset, rand_bits):
@@ -900,10 +901,14 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                     weyl = wrapping_mul(block_counter, WEYL_32)
                     if halves:
                         block_words = slice(2 * block, 2 * (block + source_part.size))
-                        lowest, highest = block_loop(
+                        block_arguments = (
                             source_words[block_words], target_words[block_words], params[P_FAST_DROP_MIN],
                             params[P_FAST_DROP_OFFSET], params[P_FAST_RANGE_MASK], zero_as, zero_sign, keys, weyl,
                             mask_high, mask_low, all_ones, np.int32(quantum >> 32))
+                        if from_zero:
+                            lowest, highest = round_block_from_zero(*block_arguments)
+                        else:
+                            lowest, highest = round_block(*block_arguments)
                         if fast_loop == HALVES_ZERO_LOOP:  # the greatest sum, the greatest magnitude (unsigned)
                             outside = np.uint32(highest) > np.uint32(high >> 32)
                             if lowest == MAGNITUDE_32:  # a step left undecided (rare): the whole block again
