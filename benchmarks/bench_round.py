@@ -472,7 +472,9 @@ class Runner:
         return self._ml[key]
 
     def run_case(self, case: Case, n: int, value_set: str) -> Row:
-        row = Row(case.what(), value_set, fmt_size(n), target=case.target)
+        # the targets are for "normal values": not for the wide stress set
+        target = "none (stress set)" if value_set == "wide" and case.target != "-" else case.target
+        row = Row(case.what(), value_set, fmt_size(n), target=target)
         if case.peer is not None and case.peer.version is None:
             row.what = f"{case.peer.name}"
             row.mels = "not installed"
