@@ -170,13 +170,15 @@ def test_halves_from_zero_takes_the_coarse_formats():
     assert not quantize.halves_from_zero(_params(rp.FloatFormat(4, 3, bias=11)))   # 2**-13
 
 
-def test_halves_from_zero_decide_next_to_the_undecided_steps():
+@pytest.mark.parametrize("rand_bits", [64, 33, 32, 31])
+def test_halves_from_zero_decide_next_to_the_undecided_steps(rand_bits):
     """Below one spacing q the high random word can leave the step undecided
     (G + H == 2**31 - 1, ``halves.below_one_spacing``), and only the low word
     decides. Plant magnitudes where the stream's numbers tie, or miss a tie by
     1 or 2 (which the loop decides itself, from G's every bit), amid ordinary
     values, and compare with the 64-bit kernel: blocks with a tie must have gone
-    to the general loop."""
+    to the general loop (from 32 random bits up: with 31 or fewer, the high
+    words decide every step, and the tie steps down)."""
     params = _params("float8_e4m3fn")
     assert quantize.halves_from_zero(params)
     quantum = 2.0**-9
@@ -196,25 +198,32 @@ def test_halves_from_zero_decide_next_to_the_undecided_steps():
     xs = rng.standard_normal(n)
     xs[planted] = np.where(planted % 2 == 0, tiny, -tiny)
     plain, _ = _kernels()
-    expected = _round(plain, xs, params, 64, 0)
-    got = _round(_from_zero_kernel(), xs, params, 64, 0)
-    for ties in (miss == 0, miss != 0):
-        steps = np.count_nonzero(expected[planted[ties]] << np.uint64(1))
-        assert 10 < steps < np.count_nonzero(ties) - 10  # both ways
+    expected = _round(plain, xs, params, rand_bits, 0)
+    got = _round(_from_zero_kernel(), xs, params, rand_bits, 0)
+    for tied in (True, False):
+        group = planted[(miss == 0) == tied]
+        steps = np.count_nonzero(expected[group] << np.uint64(1))
+        if tied and rand_bits <= 31:
+            assert steps == 0
+        else:
+            assert 10 < steps < group.size - 10  # both ways
     np.testing.assert_array_equal(got, expected)
 
 
 def test_below_one_spacing_against_exact_arithmetic():
     """``halves.below_one_spacing`` on its own: G = floor(|x| / q * 2**31) by
-    exact integer arithmetic, for magnitudes 1 to 45 binades below q and
-    float64 subnormals, with random high words H and ones that make G + H
-    reach 2**31 - 1 or miss it by 1."""
-    quantum = 2.0**-9
-    quantum_high = np.int32(np.float64(quantum).view(np.int64) >> 32)
+    exact integer arithmetic, for magnitudes 1 to 45 binades below q, float64
+    subnormals and zeros, with random high words H and ones that make G + H
+    reach 2**31 - 1 or miss it by 1; q from 2**-12 (the least the kernel takes)
+    to 0.5 (float4_e2m1fn)."""
     rng = np.random.default_rng(23)
-    for _ in range(3000):
-        if rng.integers(10) == 0:
+    for case in range(4000):
+        quantum = (2.0**-12, 2.0**-9, 0.5)[case % 3]
+        quantum_high = np.int32(np.float64(quantum).view(np.int64) >> 32)
+        if case % 10 == 0:
             x = float(rng.integers(1, 2**52)) * 2.0**-1074  # a float64 subnormal
+        elif case % 10 == 5:
+            x = 0.0
         else:
             x = quantum * float(rng.uniform(1.0, 2.0)) * 2.0 ** -int(rng.integers(1, 46))
         x = -x if rng.integers(2) else x
@@ -233,3 +242,40 @@ def test_below_one_spacing_against_exact_arithmetic():
             exact = half_fraction + half_random
             assert int(total) == (exact if exact < 2**31 else exact - 2**32), (x, half_random)
             assert int(word) == ((int(quantum_high) | sign) if exact >= 2**31 else 0x1234), (x, half_random)
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_halves_through_the_public_api(fmt):
+    """``rp.round`` on float64 data (the halves kernel, or for e4m3 and float4
+    the one from 0 up, with raw N(0, 1) values below one spacing): the same
+    bits as the 64-bit kernel, with inf and NaN, in chunks, from two threads'
+    ranges, and with an offset crossing a 2**32 segment."""
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(50_003) * 2.0 ** rng.integers(-20, 20, 50_003)
+    x[::7] = rng.standard_normal(x[::7].size)
+    x[::101] = np.inf
+    x[::103] = np.nan
+    x[::107] = -0.0
+    params = _params(fmt)
+    plain, _ = _kernels()
+    key = int(np.random.SeedSequence(7).generate_state(1, np.uint64)[0])
+    expected = np.empty_like(x)
+    plain(x.view(np.int64), expected.view(np.int64), params, params, STOCHASTIC, np.uint64(key), 0, 64)
+    got = rp.round(x, fmt, "stochastic", rng=7)
+    assert np.array_equal(got.view(np.uint64), expected.view(np.uint64))
+
+
+def test_raw_data_stay_in_the_loop_from_zero():
+    """Raw N(0, 1) data, zeros and values below one spacing included, lie in the
+    range of the halves loop from 0 up (by its own range check): no block of
+    them goes to the general loop, unless a step is left undecided."""
+    params = _params("float8_e4m3fn")
+    x = np.random.default_rng(5).standard_normal(100_000)
+    x[::3] = 0.0
+    assert np.count_nonzero(np.abs(x) < 2.0**-9) > 50
+    low, high, zero_ok = quantize.loop_range(params, STOCHASTIC, quantize.HALVES_ZERO_LOOP)
+    assert low == 0
+    assert quantize.count_irregular(x.view(np.int64), low, high, params, zero_ok) == 0
+    low, high, zero_ok = quantize.loop_range(params, STOCHASTIC, quantize.HALVES_LOOP)
+    assert quantize.count_irregular(x.view(np.int64), low, high, params, zero_ok) == np.count_nonzero(
+        (np.abs(x) < 2.0**-9) & (x != 0))  # the other loop's range starts at one spacing

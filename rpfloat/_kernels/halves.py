@@ -25,7 +25,8 @@ The loop covers magnitudes from one spacing (the 64-bit fast path also takes
 some below it) to the format's largest value, narrowed to what the high words
 alone can tell: from a multiple of 2**32 to one below a multiple of 2**32
 (``quantize.fast_bounds``). In that range no result is 0 (the smallest is one
-spacing), none overflows, and no input is inf or NaN.
+spacing), none overflows, and no input is inf or NaN (the variant below widens
+it down to 0).
 
 Its variant from 0 up (`round_block_from_zero`, kernel
 ``quantize.round_stochastic_halves_from_zero``: formats whose spacing q below
@@ -36,8 +37,10 @@ high random word (masked), the step is up iff ``F + X >= 2**32`` wherever the
 sum is not ``2**32 - 1``, the one case the low words decide. In 31 bits, as
 signed words (``G = F >> 1``, ``H = X >> 1``): up iff the int32 sum G + H is
 negative, its sign bit selecting the result, and undecided where it is
-0x7FFFFFFF (about once in 2**31 elements), which sends the block to the general
-loop. Raw N(0, 1) data put 0.16% of their values below e4m3's spacing (2**-9),
+0x7FFFFFFF (about once in 2**31 elements; never with at most 31 random bits,
+where X is even), which sends the block to the general loop. The variant is
+valid wherever q is at least 2**-990 (`below_one_spacing`); the kernel takes it
+from 2**-12 up (see below). Raw N(0, 1) data put 0.16% of their values below e4m3's spacing (2**-9),
 enough to send nearly every block through the range check's general pass: the
 call took 1.5 times as long as the same data without them. The loop takes 79
 AVX2 instructions per 8 elements where the other takes 67 (llvm-mca: 22.9 and
@@ -65,8 +68,9 @@ def round_high_word(high, low, drop_min, drop_offset, random_high, random_low, m
     low word is 0. `mask_high` and `mask_low` keep the top `rand_bits` bits of
     the random number; `all_ones` is 0xFFFFFFFF, given at run time (see
     `round_block`). Magnitudes below one spacing (`quantum_high`: its high word)
-    round by `below_one_spacing` where `from_zero` (a constant in each loop),
-    whose `total` (else 0) is 0x7FFFFFFF where it left the step undecided;
+    round by `below_one_spacing` where `from_zero` (a constant in each loop:
+    the branch goes when LLVM inlines this function into it), whose `total`
+    (else 0) is 0x7FFFFFFF where it may have left the step undecided;
     else a high word of magnitude 0 gives 0 with its sign bit kept by
     `zero_sign` (an int32: the sign bit, or 0 for formats without -0)."""
     magnitude = np.int32(high & MAGNITUDE_32)
@@ -100,8 +104,10 @@ def below_one_spacing(magnitude, low, exponent_field, half_random, quantum_high,
     and `low`: its high word, int32, and low word, uint32; `exponent_field`: the
     high word's): the high word of the result, q (`quantum_high`: q's high word)
     with the sign bit `sign`, or `zero`, whichever the step gives; `total`, the
-    int32 sum G + H: 0x7FFFFFFF where the high random word leaves the step
-    undecided (module docstring).
+    int32 sum G + H: 0x7FFFFFFF where the high random word may leave the step
+    undecided (module docstring). At or above q, G is 0 and `total` is H, which
+    may read 0x7FFFFFFF too (once in 2**31): the caller then only does the
+    block again.
     `half_random` is the high random word, masked to `rand_bits`, shifted right
     by 1. Valid where q is at least 2**-990: there a high word of magnitude 0
     (|x| < 2**-1042, zeros included) shifts out entirely."""
@@ -109,7 +115,7 @@ def below_one_spacing(magnitude, low, exponent_field, half_random, quantum_high,
     # the 53-bit significand >> 21: 32 bits, the hidden bit on top; x / q * 2**31 is this >> shift
     significand = np.uint32(shift_left(np.uint32(magnitude), np.uint32(11)) | np.uint32(0x80000000)
                             | shift_right(low, np.uint32(21)))
-    half_fraction = shift_right(significand, shift) if shift < np.uint32(32) else np.uint32(0)
+    half_fraction = shift_right(significand, shift & np.uint32(31)) if shift < np.uint32(32) else np.uint32(0)
     total = np.int32(wrapping_add(half_fraction, half_random))
     word = np.int32(quantum_high | sign) if total < np.int32(0) else zero  # the sum reached 2**31
     return word, total
@@ -136,14 +142,15 @@ def _block_loop(from_zero):
         (at most 64) gives it a chance to step up (`ZERO_HALVES_QUANTUM`).
         The caller makes `zero_as` a magnitude of its range there, else 0.
 
-        From 0 up (`round_block_from_zero`, formats whose spacing below min_normal
-        is at least 2**-990) magnitudes below one spacing (`quantum_high`: its
-        high word) round in the loop too (`below_one_spacing`), and the pair
-        returned is the greatest of their sums (0x7FFFFFFF where a step was left
-        undecided: the caller gives the block to the general loop) and the
-        greatest range magnitude as a uint32, in which an unsigned format's
-        negative values (the sign bit kept) lie above the range: one maximum
-        each, where a minimum and a maximum were (`zero_as` is unused).
+        From 0 up (`round_block_from_zero`, valid for formats whose spacing
+        below min_normal is at least 2**-990) magnitudes below one spacing
+        (`quantum_high`: its high word) round in the loop too
+        (`below_one_spacing`), and the pair returned is the greatest of their
+        sums (0x7FFFFFFF where a step may have been left undecided: the caller
+        gives the block to the general loop) and the greatest range magnitude
+        as a uint32, in which an unsigned format's negative values (the sign
+        bit kept) would lie above the range: one maximum each, where a minimum
+        and a maximum were (`zero_as` is unused).
 
         `all_ones` must be 0xFFFFFFFF, computed by the caller from a run-time value
         (`opaque_all_ones`): were it a constant, LLVM would turn the carry test

@@ -906,14 +906,14 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             params[P_FAST_DROP_OFFSET], params[P_FAST_RANGE_MASK], zero_as, zero_sign, keys, weyl,
                             mask_high, mask_low, all_ones, np.int32(quantum >> 32))
                         if from_zero:
-                            lowest, highest = round_block_from_zero(*block_arguments)
-                        else:
-                            lowest, highest = round_block(*block_arguments)
-                        if fast_loop == HALVES_ZERO_LOOP:  # the greatest sum, the greatest magnitude (unsigned)
-                            outside = np.uint32(highest) > np.uint32(high >> 32)
-                            if lowest == MAGNITUDE_32:  # a step left undecided (rare): the whole block again
+                            greatest_sum, greatest = round_block_from_zero(*block_arguments)
+                            outside = np.uint32(greatest) > np.uint32(high >> 32)
+                            # a step the high words may have left undecided (rare; with at most 31
+                            # random bits they decide every step): the whole block again
+                            if greatest_sum == MAGNITUDE_32 and rand_bits > 31:
                                 outside, tried = True, False
                         else:
+                            lowest, highest = round_block(*block_arguments)
                             outside = lowest < np.int32(low >> 32) or highest > np.int32(high >> 32)
                     else:
                         low_limit, high_limit = range_limits(source_part[0], low, high, zero_ok)
