@@ -161,13 +161,14 @@ def test_where_the_halves_kernel_applies(fmt, policy, applies):
 
 
 def test_halves_from_zero_takes_the_coarse_formats():
-    """Spacings below min_normal from 2**-12 up take the halves loop from 0 up."""
+    """Spacings below min_normal from 2**-32 up take the halves loop from 0 up."""
     for name, from_zero in (("float4_e2m1fn", True), ("float6_e3m2fn", True), ("float8_e4m3fn", True),
-                            ("float8_e4m3fnuz", True), ("float8_e4m3b11fnuz", False), ("float8_e5m2", False),
-                            ("float16", False), ("bfloat16", False)):
+                            ("float8_e4m3fnuz", True), ("float8_e4m3b11fnuz", True), ("float8_e5m2", True),
+                            ("float16", True), ("bfloat16", False), ("tf32", False),
+                            (rp.FloatFormat(6, 9), False), (rp.FloatFormat(7, 3), False)):
         assert quantize.halves_from_zero(_params(name)) == from_zero, name
-    assert quantize.halves_from_zero(_params(rp.FloatFormat(4, 3, bias=10)))       # spacing 2**-12
-    assert not quantize.halves_from_zero(_params(rp.FloatFormat(4, 3, bias=11)))   # 2**-13
+    assert quantize.halves_from_zero(_params(rp.FloatFormat(6, 2)))        # spacing 2**-32
+    assert not quantize.halves_from_zero(_params(rp.FloatFormat(6, 3)))    # 2**-33
 
 
 @pytest.mark.parametrize("rand_bits", [64, 33, 32, 31])
@@ -214,11 +215,11 @@ def test_below_one_spacing_against_exact_arithmetic():
     """``halves.below_one_spacing`` on its own: G = floor(|x| / q * 2**31) by
     exact integer arithmetic, for magnitudes 1 to 45 binades below q, float64
     subnormals and zeros, with random high words H and ones that make G + H
-    reach 2**31 - 1 or miss it by 1; q from 2**-12 (the least the kernel takes)
+    reach 2**31 - 1 or miss it by 1; q from 2**-32 (the least the kernel takes)
     to 0.5 (float4_e2m1fn)."""
     rng = np.random.default_rng(23)
     for case in range(4000):
-        quantum = (2.0**-12, 2.0**-9, 0.5)[case % 3]
+        quantum = (2.0**-32, 2.0**-9, 0.5)[case % 3]
         quantum_high = np.int32(np.float64(quantum).view(np.int64) >> 32)
         if case % 10 == 0:
             x = float(rng.integers(1, 2**52)) * 2.0**-1074  # a float64 subnormal

@@ -145,9 +145,9 @@ def _loop_kernel(loop, mode):
     (rp.FloatFormat(6, 9, subnormals=False), "stochastic", np.float32, quantize.SPLIT_LOOP),
     ("q8.8", "stochastic", np.float32, quantize.SCALED_LOOP),
     ("q16.16", "stochastic", np.float32, quantize.SCALED_LOOP),
-    ("float16", "stochastic", np.float64, quantize.HALVES_LOOP),
+    ("float16", "stochastic", np.float64, quantize.HALVES_ZERO_LOOP),
     ("float8_e4m3fnuz", "stochastic", np.float64, quantize.HALVES_ZERO_LOOP),  # from 0: the kernel picked
-    ("e5m2", "stochastic", np.float64, quantize.HALVES_LOOP),
+    ("bfloat16", "stochastic", np.float64, quantize.HALVES_LOOP),
 ], ids=str)
 def test_relu_data_stay_in_the_fast_loop(fmt, mode, dtype, loop):
     """Half zeros (ReLU activations) send no block to the general loop: by the

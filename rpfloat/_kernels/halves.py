@@ -30,7 +30,7 @@ it down to 0).
 
 Its variant from 0 up (`round_block_from_zero`, kernel
 ``quantize.round_stochastic_halves_from_zero``: formats whose spacing q below
-min_normal is at least 2**-12, ``quantize.halves_from_zero``) rounds the
+min_normal is at least 2**-32, ``quantize.halves_from_zero``) rounds the
 magnitudes below one spacing too, onto 0 or q, as the split loop does for
 float32 data (``scaled_random``): with F = ``floor(|x| / q * 2**32)`` and X the
 high random word (masked), the step is up iff ``F + X >= 2**32`` wherever the
@@ -40,12 +40,15 @@ negative, its sign bit selecting the result, and undecided where it is
 0x7FFFFFFF (about once in 2**31 elements; never with at most 31 random bits,
 where X is even), which sends the block to the general loop. The variant is
 valid wherever q is at least 2**-990 (`below_one_spacing`); the kernel takes it
-from 2**-12 up (see below). Raw N(0, 1) data put 0.16% of their values below e4m3's spacing (2**-9),
-enough to send nearly every block through the range check's general pass: the
-call took 1.5 times as long as the same data without them. The loop takes 79
-AVX2 instructions per 8 elements where the other takes 67 (llvm-mca: 22.9 and
-21.2 cycles), so formats with finer spacings, onto which raw data put few
-values below one spacing, keep the other.
+from 2**-32 up. Raw N(0, 1) data put 0.16% of their values below e4m3's
+spacing (2**-9), enough to send nearly every block through the range check's
+general pass: the call took 1.5 times as long as the same data without them;
+onto e5m2 (2**-16), data of scale 1e-3 took 2.4 times as long. The loop takes
+79 AVX2 instructions per 8 elements where the other takes 67 (llvm-mca: 22.9
+and 21.2 cycles; measured, 1.08-1.11 times the time on data without values
+below one spacing), so formats whose spacing lies below ordinary data's
+magnitudes (bfloat16, tf32, FloatFormat(6, 9): 2**-133, 2**-136, 2**-39) keep
+the other.
 """
 import numpy as np
 from numba import njit

@@ -794,9 +794,9 @@ UNDECIDED = np.uint32(0xFFFFFFFF)  # a high range key no magnitude of a signed f
 # where the split loop's spacing below min_normal lies in [2**-8, 1] (float32 bits), its
 # kernel from 0 up takes the formats (`round_stochastic_split_from_zero`)
 SPLIT_FROM_ZERO = (0x3B800000, 0x3F800000)
-# where the halves loop's spacing below min_normal is at least 2**-12 (float64 bits),
+# where the halves loop's spacing below min_normal is at least 2**-32 (float64 bits),
 # its kernel from 0 up takes the format (`round_stochastic_halves_from_zero`)
-HALVES_FROM_ZERO = 0x3F30000000000000
+HALVES_FROM_ZERO = 0x3DF0000000000000
 
 # The fast loop of a kernel: `fast_round_bits` on carrier bits; float64 data in
 # 32-bit words (``halves.round_block``); fixed point by scaling (``scaled_random``);
@@ -1040,10 +1040,13 @@ def halves_apply(params, mode):
 def halves_from_zero(params):
     """Whether stochastic rounding of float64 data onto the format of `params`
     (where `halves_apply`) takes `round_stochastic_halves_from_zero`: where its
-    spacing below min_normal is at least 2**-12 (e4m3, float6, float4 and the
-    like, onto which raw data put a share of values below one spacing: 0.16% of
-    N(0, 1) for e4m3, each block's few costing it a third of its time in the
-    range check's general pass; the loop from 0 up takes more instructions)."""
+    spacing below min_normal is at least 2**-32 (float16, the float8, float6
+    and float4 formats), onto which data put values below one spacing,
+    depending on their scale (0.16% of N(0, 1) for e4m3; 1.2% of 1e-3 * N(0, 1)
+    for e5m2), each block's few costing it a third of its time or more in the
+    range check's general pass. Formats with a wider exponent range (bfloat16,
+    tf32, FloatFormat(6, 9)) keep `round_stochastic_halves`, 8-11% faster on
+    data without values below one spacing."""
     return params[P_BELOW_QUANTUM_BITS] >= HALVES_FROM_ZERO
 
 
