@@ -50,8 +50,8 @@ Fixed point with saturation in nearest, up, down and toward_zero (most
 fixed-point use) takes a shorter kernel of its own instead, built on the
 hardware's rounding instructions: ``scaled.round_scaled``. Stochastic rounding
 of float64 data onto formats with at most 20 significand bits runs its fast loop
-in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`; for
-coarse formats from 0 up, `round_stochastic_halves_from_zero`).
+in 32-bit words (``halves.round_block``, kernel `round_stochastic_halves`; from
+0 up for float16 and narrower formats, `round_stochastic_halves_from_zero`).
 Stochastic rounding of float32 data onto fixed point (no wrap-around) runs its
 fast loop on floats, by scaling (``scaled_random.stochastic_count``,
 kernel `round_scaled_stochastic`). Rounding to nearest onto most floating-point
