@@ -316,12 +316,15 @@ def test_split_from_zero_takes_the_coarse_formats():
     assert not quantize.split_from_zero(_split_params(rp.FloatFormat(2, 1, bias=0, subnormals=False)))  # 2
 
 
-@pytest.mark.parametrize("name", ["float4_e2m1fn", "float6_e3m2fn"])
-def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name):
+@pytest.mark.parametrize("name, rand_bits", [("float4_e2m1fn", 64), ("float6_e3m2fn", 64), ("float6_e3m2fn", 32),
+                                             ("float6_e3m2fn", 31)])
+def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name, rand_bits):
     """Below one spacing * 2**-8 the high random word can tie with the fraction
     (``D >> 1 == X``), and only the low word decides. Plant such magnitudes where
     the stream's numbers tie, amid ordinary values, and compare with the
-    bit-level kernel: the block must have gone to the general loop."""
+    bit-level kernel: the block must have gone to the general loop (from 32
+    random bits up: with 31 or fewer the high word decides, and a tie steps
+    down, as the loop has it)."""
     fmt = rp.format(name)
     params = _split_params(fmt)
     assert quantize.split_from_zero(params)
@@ -337,7 +340,10 @@ def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name):
     assert np.array_equal(xs[planted].astype(np.float64), np.where(planted % 2 == 0, tiny, -tiny))  # exact
     kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
     assert kernel is quantize.entry_point(quantize.round_stochastic_split_from_zero, np.int32, np.int32)
-    got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key)
-    want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key)
-    assert np.count_nonzero(want[planted]) > 10  # the low word stepped some of them up
+    got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key, rand_bits=rand_bits)
+    want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key, rand_bits=rand_bits)
+    if rand_bits > 31:
+        assert np.count_nonzero(want[planted]) > 10  # the low word stepped some of them up
+    else:
+        assert np.count_nonzero(want[planted]) == 0
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))

@@ -791,6 +791,10 @@ SKIP = 8
 
 
 UNDECIDED = np.uint32(0xFFFFFFFF)  # a high range key no magnitude of a signed format reaches
+# the loops from 0 up (SPLIT_ZERO_LOOP, HALVES_ZERO_LOOP) flag steps that the high random
+# word may leave undecided; with at most this many random bits it decides every one
+# (``scaled_random``, ``halves``), and a flag only means an element like any other
+HIGH_WORD_DECIDES = 31
 # where the split loop's spacing below min_normal lies in [2**-8, 1] (float32 bits), its
 # kernel from 0 up takes the formats (`round_stochastic_split_from_zero`)
 SPLIT_FROM_ZERO = (0x3B800000, 0x3F800000)
@@ -910,7 +914,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             outside = np.uint32(greatest) > np.uint32(high >> 32)
                             # a step the high words may have left undecided (rare; with at most 31
                             # random bits they decide every step): the whole block again
-                            if greatest_sum == MAGNITUDE_32 and rand_bits > 31:
+                            if greatest_sum == MAGNITUDE_32 and rand_bits > HIGH_WORD_DECIDES:
                                 outside, tried = True, False
                         else:
                             lowest, highest = round_block(*block_arguments)
@@ -958,7 +962,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
                             lowest = min(lowest, low_key)
                             highest = max(highest, high_key)
                         outside = lowest < low_limit or highest > high_limit
-                        if fast_loop == SPLIT_ZERO_LOOP and highest == UNDECIDED:
+                        if fast_loop == SPLIT_ZERO_LOOP and highest == UNDECIDED and rand_bits > HIGH_WORD_DECIDES:
                             outside, tried = True, False  # rare (about 2**-31 per element): the whole block again
                 # what the general loop does (again): the whole block, or where the block
                 # held elements outside the range, the pieces holding many of them and the

@@ -36,7 +36,9 @@ mask and a comparison.
 Below 2**-8, T is no longer exact: the high word decides the step wherever
 ``D >> 1 != X`` (then ``D < T`` and ``D >> 1 < X`` agree whatever the low
 words), and leaves it undecided where they are equal, about once in 2**31
-elements. The split loop's variant from 0 up (``quantize.split_from_zero``:
+elements, but only with more than 31 random bits: with fewer, M keeps neither
+D's last bit nor T's, so ``D >> 1 == X`` means ``D & M == T & M``, no step, as
+the sum says. The split loop's variant from 0 up (``quantize.split_from_zero``:
 float6, float4 and the like, onto which raw data put a share of values below
 2**-8 spacings) flags those (`stochastic_count`'s `tied`) and gives their block
 to the general loop. The flag costs the loop two instructions, 3-10% of its
