@@ -1,4 +1,16 @@
-"""``python -m rpfloat``: a table of the preset formats and a small rounding demo."""
+"""``python -m rpfloat``: the command line.
+
+``python -m rpfloat`` with no command, or ``python -m rpfloat demo``, prints a
+table of the preset formats and a small rounding demo; ``--help`` lists the
+commands.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -64,13 +76,58 @@ def rounding_table(x: np.ndarray) -> str:
     return "\n".join(lines)
 
 
-def main() -> None:
+def run_demo(arguments: argparse.Namespace) -> int:
+    """``demo``: print the preset table and the rounding demo; exit code 0."""
     print("rpfloat preset formats (every value exact)\n")
     print(preset_table())
     print('\nrp.round(x, fmt): mode "nearest", each format\'s default overflow')
     print("(inf for bfloat16/float16/e5m2, NaN for e4m3fn, saturation for q8.8)\n")
     print(rounding_table(sample()))
+    return 0
+
+
+class Command(NamedTuple):
+    """A subcommand: its one-line help, its description and what runs it."""
+
+    help: str
+    description: str
+    run: Callable[[argparse.Namespace], int]  # takes the parsed arguments, returns the exit code
+
+
+COMMANDS = {
+    "demo": Command(
+        help="print the preset formats and a rounding demo (the default command)",
+        description=(
+            "Print a table of the preset formats and round a few awkward numbers and "
+            f"a sine wave to {', '.join(DEMO_FORMATS)}."
+        ),
+        run=run_demo,
+    ),
+}
+DEFAULT_COMMAND = "demo"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser: one subcommand per entry of :data:`COMMANDS`."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rpfloat",
+        description="Simulate binary floating-point and fixed-point formats on NumPy arrays.",
+        epilog=f"Without a command, runs '{DEFAULT_COMMAND}'.",
+    )
+    subcommands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    for name, command in COMMANDS.items():
+        subcommands.add_parser(name, help=command.help, description=command.description)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command that ``argv`` (default: ``sys.argv[1:]``) names; return the exit code.
+
+    Wrong arguments make argparse print the usage and exit with status 2.
+    """
+    arguments = build_parser().parse_args(argv)
+    return COMMANDS[arguments.command or DEFAULT_COMMAND].run(arguments)
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,14 +1,40 @@
-"""Ready-made formats and the name lookup :func:`format`.
+"""Ready-made formats and :func:`format`, which turns the names users try into formats.
 
 Every float type of ``ml_dtypes`` (except the sign-less scale type
 ``float8_e8m0fnu``) has a preset of the same name with the same value set
-and the same default overflow behaviour.
+and the same default overflow behaviour.  :func:`format` takes those types,
+NumPy's float types and the dtypes of both as well as names.
+
+Names are case-insensitive and ``-`` may stand for ``_``.  Besides the
+preset names, :func:`format` takes
+
+* aliases: ``binary16``, ``half``, ``fp16``, ``single``, ``fp32``,
+  ``double``, ``fp64``, ``bf16``, ...;
+* the OCP names ``e4m3``, ``e5m2``, ``e2m3``, ``e3m2``, ``e2m1`` and ``fp4``:
+  E4M3 and E5M2 of the OCP 8-bit float specification and the element
+  formats of its microscaling (MX) one, the ones other than E5M2 without
+  inf (``float8_e4m3fn``, ``float6_e2m3fn``, ``float6_e3m2fn``,
+  ``float4_e2m1fn``);
+* a float8/float6/float4 preset's name without its ``floatN_`` prefix
+  (``e4m3fn``, ``e5m2fnuz``, ``e2m1fn``, ...);
+* each of these short names behind ``fpN_`` where the format has ``N`` bits
+  (``fp8_e4m3``, ``fp8_e4m3fn``, ``fp6_e3m2``, ``fp4_e2m1``);
+* the patterns ``eXmY`` for the IEEE-style ``FloatFormat(X, Y)``, with inf
+  and NaN, for every ``X``, ``Y`` not named above, and ``qI.F`` / ``uqI.F``
+  for the signed / unsigned ``FixedFormat(I, F)``.
+
+``float8_e4m3`` is ml_dtypes' IEEE-style type, with inf and NaN, whereas
+``e4m3`` and ``fp8_e4m3`` are the OCP E4M3 ``float8_e4m3fn``, as in most
+machine-learning frameworks.
 """
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Iterator, Mapping
+
+import numpy as np
 
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
@@ -54,39 +80,165 @@ _ALIASES = {
     "double": "float64",
     "fp64": "float64",
     "bf16": "bfloat16",
+    # The OCP names: E4M3 and E5M2 of the 8-bit float specification and the
+    # element formats of the microscaling one, none but E5M2 with inf.  The
+    # pattern eXmY would build IEEE-style formats whose inf and NaN take codes.
     "e4m3": "float8_e4m3fn",
     "e5m2": "float8_e5m2",
+    "e2m3": "float6_e2m3fn",
+    "e3m2": "float6_e3m2fn",
+    "e2m1": "float4_e2m1fn",
+    "fp4": "float4_e2m1fn",  # the one 4-bit float format in use
+}
+
+
+def _build_spellings() -> dict[str, str]:
+    """Every lower-case name of a preset, mapped to the preset's canonical name.
+
+    A float8/float6/float4 preset is also called by its name without the
+    ``floatN_`` prefix (``e4m3fn``), unless an alias takes that name (``e4m3``
+    is the OCP E4M3, not ml_dtypes' IEEE-style ``float8_e4m3``).  Each short
+    name and ``eXmY`` alias, with ``fpN_`` in front, names the same preset,
+    ``N`` being its number of bits (``fp8_e4m3``, ``fp4_e2m1fn``).
+    """
+    spellings = {}
+    for name in _CANONICAL:
+        if match := re.fullmatch(r"float[0-9]_(e[0-9]+m[0-9]+.*)", name):
+            spellings[match[1]] = name
+    spellings.update(_ALIASES)
+    for short_name, name in list(spellings.items()):
+        if short_name.startswith("e"):
+            spellings[f"fp{_CANONICAL[name].bits}_{short_name}"] = name
+    spellings.update({name: name for name in _CANONICAL})
+    return spellings
+
+
+_SPELLINGS = _build_spellings()
+
+# Why a name users try is not a format, for names the near-miss search would
+# answer badly.  Block-scaled formats (MX, NVFP4) share one scale among a block
+# of elements, which no rpfloat format models; rounding to the element format
+# simulates the elements.
+_NAME_HINTS = {
+    "fp8": "ambiguous: 'fp8_e4m3' (float8_e4m3fn) or 'fp8_e5m2' (float8_e5m2)?",
+    "float8": "ambiguous: 'float8_e4m3fn', 'float8_e5m2' or another float8 preset?",
+    "fp6": "ambiguous: 'fp6_e2m3' (float6_e2m3fn) or 'fp6_e3m2' (float6_e3m2fn)?",
+    "float6": "ambiguous: 'float6_e2m3fn' or 'float6_e3m2fn'?",
+    "float4": "did you mean 'float4_e2m1fn' (also 'fp4')?",
+    "float8_e8m0fnu": "ml_dtypes' sign-less scale type (powers of two) has no preset",
+    "mxfp8": "a block-scaled format, not modelled; round to its elements' format 'e4m3' or 'e5m2'",
+    "mxfp6": "a block-scaled format, not modelled; round to its elements' format 'e2m3' or 'e3m2'",
+    "mxfp4": "a block-scaled format, not modelled; round to its elements' format 'e2m1'",
+    "nvfp4": "a block-scaled format, not modelled; round to its elements' format 'e2m1'",
 }
 
 _FLOAT_PATTERN = re.compile(r"e([0-9]+)m([0-9]+)", re.ASCII)
 _FIXED_PATTERN = re.compile(r"(u?)q(-?[0-9]+)\.(-?[0-9]+)", re.ASCII)
 
+_ACCEPTED_KINDS = (
+    "a format name (str), a FloatFormat or FixedFormat, or a NumPy or ml_dtypes "
+    "float type or dtype with a preset of its name (float16, float32, float64, "
+    "bfloat16, float8_e4m3fn, ...: every ml_dtypes float type but float8_e8m0fnu)"
+)
+
 
 def _known_names() -> str:
     aliases = ", ".join(f"{alias} ({target})" for alias, target in _ALIASES.items())
     return (
-        f"presets {', '.join(_CANONICAL)}; aliases {aliases}; and the patterns "
-        "'eXmY' (IEEE-style FloatFormat(X, Y)), 'qI.F' and 'uqI.F' "
-        "(signed and unsigned FixedFormat(I, F))"
+        f"presets {', '.join(_CANONICAL)}; aliases {aliases}; a float8/float6/float4 "
+        "preset's name without 'floatN_' (e4m3fn, e5m2fnuz, e2m1fn, ...), also behind "
+        "'fpN_' (fp8_e4m3, fp6_e3m2fn, ...); and the patterns 'eXmY' (IEEE-style "
+        "FloatFormat(X, Y), with inf and NaN, for the X, Y not named above), 'qI.F' "
+        "and 'uqI.F' (signed and unsigned FixedFormat(I, F)); any case, '-' for '_'"
     )
 
 
+def _name_key(name: str) -> str:
+    """``name`` as :data:`_SPELLINGS` spells it: stripped, lower case, ``_`` for ``-``."""
+    return name.strip().lower().replace("-", "_")
+
+
 def _lookup_preset(name: str):
-    """The preset called ``name`` (any case, aliases too), or None."""
-    key = name.strip().lower()
-    return _CANONICAL.get(_ALIASES.get(key, key))
+    """The preset called ``name`` (any spelling that :func:`format` takes), or None."""
+    return _CANONICAL.get(_SPELLINGS.get(_name_key(name)))
+
+
+def _preset_of_dtype(float_type):
+    """The preset named like ``np.dtype(float_type)``, or None."""
+    try:
+        dtype = np.dtype(float_type)
+    except (TypeError, ValueError):  # abstract types such as np.floating
+        return None
+    return _CANONICAL.get(dtype.name)
+
+
+def _find_preset(key):
+    """The preset that a name, type or dtype means, or None (also for other objects)."""
+    if isinstance(key, str):
+        return _lookup_preset(key)
+    if isinstance(key, (type, np.dtype)):
+        return _preset_of_dtype(key)
+    return None
+
+
+def _type_name(kind: type) -> str:
+    """``kind``'s name, with its module unless it is a builtin (``int``, ``numpy.int32``)."""
+    if kind.__module__ == "builtins":
+        return kind.__qualname__
+    return f"{kind.__module__}.{kind.__qualname__}"
+
+
+def _describe_dtype_like(float_type) -> str:
+    """``float_type`` in an error message: the type or dtype and the dtype it makes."""
+    if isinstance(float_type, np.dtype):
+        return f"dtype {float_type}"
+    try:
+        dtype_name = np.dtype(float_type).name
+    except (TypeError, ValueError):
+        return f"type {_type_name(float_type)}"
+    return f"type {_type_name(float_type)} (dtype {dtype_name})"
+
+
+def _unknown_name_message(name: str) -> str:
+    key = _name_key(name)
+    hint = _NAME_HINTS.get(key)
+    if hint is None and key.startswith(("mx", "nv")):
+        hint = "a block-scaled format, not modelled; round to the format of its elements"
+    if hint is None:
+        near_misses = difflib.get_close_matches(key, _SPELLINGS, n=3, cutoff=0.8)
+        if near_misses:
+            hint = "did you mean " + " or ".join(repr(spelling) for spelling in near_misses) + "?"
+    hint_text = f" ({hint})" if hint else ""
+    return f"unknown format name {name!r}{hint_text}; known names: {_known_names()}"
 
 
 def format(name_or_format):
-    """The format called ``name_or_format``, or the format object itself.
+    """The format that ``name_or_format`` names, or the format object itself.
 
     Parameters
     ----------
-    name_or_format : str, FloatFormat or FixedFormat
-        A preset name or alias (case-insensitive), ``"eXmY"`` for the
-        IEEE-style ``FloatFormat(X, Y)``, ``"qI.F"`` / ``"uqI.F"`` for a
-        signed / unsigned ``FixedFormat(I, F)`` (``I`` and ``F`` may carry a
-        minus sign), or a format object, returned unchanged.
+    name_or_format : str, FloatFormat, FixedFormat, type or numpy.dtype
+        One of
+
+        * a format object, returned unchanged;
+        * a preset name or any other spelling of one, in any case and with
+          ``-`` for ``_`` if wished: an alias (``"half"``, ``"bf16"``,
+          ``"fp32"``), the OCP names ``"e4m3"``, ``"e5m2"``, ``"e2m3"``,
+          ``"e3m2"``, ``"e2m1"`` and ``"fp4"`` (``float8_e4m3fn``,
+          ``float8_e5m2``, ``float6_e2m3fn``, ``float6_e3m2fn``,
+          ``float4_e2m1fn``: none but E5M2 has inf), a float8/float6/float4
+          preset's name without ``floatN_`` (``"e4m3fn"``, ``"e5m2fnuz"``),
+          and these with ``fpN_`` in front (``"fp8_e4m3"``, ``"fp6_e3m2"``);
+        * ``"eXmY"`` for any other ``X``, ``Y``: the IEEE-style
+          ``FloatFormat(X, Y)``, with inf and NaN;
+        * ``"qI.F"`` / ``"uqI.F"`` for a signed / unsigned
+          ``FixedFormat(I, F)`` (``I`` and ``F`` may carry a minus sign);
+        * a NumPy or ml_dtypes float type or dtype (``np.float16``,
+          ``np.dtype("float32")``, ``float``, ``ml_dtypes.bfloat16``,
+          ``x.dtype``): the preset of the dtype's name.
+
+        ``"float8_e4m3"`` is ml_dtypes' IEEE-style type, ``FloatFormat(4, 3)``,
+        whereas ``"e4m3"`` and ``"fp8_e4m3"`` are the OCP ``float8_e4m3fn``.
 
     Returns
     -------
@@ -98,22 +250,35 @@ def format(name_or_format):
         For an unknown name (the message lists the known ones), or a pattern
         whose numbers make an invalid format.
     TypeError
-        For anything that is neither a str nor a format.
+        For an object of any other type, and for a type or dtype without a
+        preset (``np.int32``, ``np.longdouble``, ``ml_dtypes.float8_e8m0fnu``).
 
     Examples
     --------
     >>> format("E4M3")
     FloatFormat(exp_bits=4, man_bits=3, inf=False, nan='max', name='float8_e4m3fn')
+    >>> format("float8_e4m3") == FloatFormat(4, 3)
+    True
+    >>> format("e2m1").name, format("e2m1").has_inf, format("e2m7").has_inf
+    ('float4_e2m1fn', False, True)
+    >>> import numpy as np
+    >>> format(np.float16) is format("half")
+    True
     >>> format("q8.8") == FixedFormat(8, 8)
     True
     """
     if isinstance(name_or_format, (FloatFormat, FixedFormat)):
         return name_or_format
+    if isinstance(name_or_format, (type, np.dtype)):
+        preset = _preset_of_dtype(name_or_format)
+        if preset is None:
+            raise TypeError(
+                f"format() got {_describe_dtype_like(name_or_format)}, which has no preset; "
+                f"it takes {_ACCEPTED_KINDS}"
+            )
+        return preset
     if not isinstance(name_or_format, str):
-        raise TypeError(
-            "format() takes a format name (str) or a FloatFormat/FixedFormat, "
-            f"got {type(name_or_format).__name__}"
-        )
+        raise TypeError(f"format() got {_type_name(type(name_or_format))}; it takes {_ACCEPTED_KINDS}")
     preset = _lookup_preset(name_or_format)
     if preset is not None:
         return preset
@@ -123,15 +288,16 @@ def format(name_or_format):
     if match := _FIXED_PATTERN.fullmatch(key):
         unsigned, int_bits, frac_bits = match.groups()
         return FixedFormat(int(int_bits), int(frac_bits), signed=not unsigned, name=key)
-    raise ValueError(f"unknown format name {name_or_format!r}; known names: {_known_names()}")
+    raise ValueError(_unknown_name_message(name_or_format))
 
 
 class FormatRegistry(Mapping):
     """Read-only mapping of the preset formats, also reachable as attributes.
 
     Iterates over the canonical names; item and attribute access also take
-    the aliases, in any case.  Names such as ``"e4m7"`` or ``"q8.8"`` that
-    are not presets are built by :func:`format`.
+    every other spelling of a preset that :func:`format` takes, and item
+    access the NumPy and ml_dtypes float types and dtypes.  Names such as
+    ``"e4m7"`` or ``"q8.8"`` that are not presets are built by :func:`format`.
 
     Examples
     --------
@@ -139,14 +305,16 @@ class FormatRegistry(Mapping):
     True
     >>> "half" in formats, len(formats) == len(list(formats))
     (True, True)
+    >>> formats["e3m2"] is formats.float6_e3m2fn
+    True
     """
 
     __slots__ = ()
 
-    def __getitem__(self, name):
-        preset = _lookup_preset(name) if isinstance(name, str) else None
+    def __getitem__(self, key):
+        preset = _find_preset(key)
         if preset is None:
-            raise KeyError(f"no preset format {name!r}; known names: {_known_names()}")
+            raise KeyError(f"no preset format {key!r}; known names: {_known_names()}")
         return preset
 
     def __getattr__(self, name):
@@ -168,7 +336,8 @@ class FormatRegistry(Mapping):
         return len(_CANONICAL)
 
     def __dir__(self):
-        return sorted(set(super().__dir__()) | set(_CANONICAL) | set(_ALIASES))
+        spellings = {spelling for spelling in _SPELLINGS if spelling.isidentifier()}
+        return sorted(set(super().__dir__()) | spellings)
 
     def __repr__(self) -> str:
         lines = [f"    {name}: {preset!r}," for name, preset in _CANONICAL.items()]

@@ -1,0 +1,336 @@
+"""The names, types and dtypes that format() takes, and the command line."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat.__main__ import main
+from rpfloat.fixedformat import FixedFormat
+from rpfloat.floatformat import FloatFormat
+from rpfloat.presets import format, formats
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+
+# What tells the float8/float6/float4 presets apart, written out by hand (from
+# the OCP and ml_dtypes definitions) rather than read from the presets.
+PRESET_PROPERTIES = {  # name: (max, has_inf, nan, bias)
+    "float8_e4m3fn": (448.0, False, "max", 7),
+    "float8_e5m2": (57344.0, True, "ieee", 15),
+    "float8_e4m3fnuz": (240.0, False, "negzero", 8),
+    "float8_e5m2fnuz": (57344.0, False, "negzero", 16),
+    "float8_e4m3b11fnuz": (30.0, False, "negzero", 11),
+    "float8_e4m3": (240.0, True, "ieee", 7),
+    "float8_e3m4": (15.5, True, "ieee", 3),
+    "float6_e2m3fn": (7.5, False, None, 1),
+    "float6_e3m2fn": (28.0, False, None, 3),
+    "float4_e2m1fn": (6.0, False, None, 1),
+}
+
+# Every float type of ml_dtypes but the scale type float8_e8m0fnu.
+ML_DTYPES_FLOAT_NAMES = [
+    "bfloat16",
+    "float8_e4m3fn",
+    "float8_e5m2",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "float8_e4m3b11fnuz",
+    "float8_e4m3",
+    "float8_e3m4",
+    "float6_e2m3fn",
+    "float6_e3m2fn",
+    "float4_e2m1fn",
+]
+
+SPELLINGS = {  # spelling: the preset it names
+    # E4M3: the OCP format (no inf, NaN at the top code), as in ML frameworks
+    "e4m3": "float8_e4m3fn",
+    "E4M3FN": "float8_e4m3fn",
+    "e4m3fn": "float8_e4m3fn",
+    "fp8_e4m3": "float8_e4m3fn",
+    "FP8-E4M3": "float8_e4m3fn",
+    " fp8_e4m3fn ": "float8_e4m3fn",
+    "float8-e4m3fn": "float8_e4m3fn",
+    # ml_dtypes' IEEE-style float8_e4m3 keeps its name
+    "float8_e4m3": "float8_e4m3",
+    "FLOAT8-E4M3": "float8_e4m3",
+    "e5m2": "float8_e5m2",
+    "fp8_e5m2": "float8_e5m2",
+    "e4m3fnuz": "float8_e4m3fnuz",
+    "fp8_e4m3fnuz": "float8_e4m3fnuz",
+    "e5m2fnuz": "float8_e5m2fnuz",
+    "fp8-e5m2fnuz": "float8_e5m2fnuz",
+    "e4m3b11fnuz": "float8_e4m3b11fnuz",
+    "e3m4": "float8_e3m4",
+    "fp8_e3m4": "float8_e3m4",
+    # the microscaling element formats: no inf, no NaN
+    "e2m3": "float6_e2m3fn",
+    "e2m3fn": "float6_e2m3fn",
+    "fp6_e2m3": "float6_e2m3fn",
+    "FP6_E2M3FN": "float6_e2m3fn",
+    "e3m2": "float6_e3m2fn",
+    "e3m2fn": "float6_e3m2fn",
+    "fp6_e3m2": "float6_e3m2fn",
+    "e2m1": "float4_e2m1fn",
+    "E2M1FN": "float4_e2m1fn",
+    "fp4_e2m1": "float4_e2m1fn",
+    "fp4": "float4_e2m1fn",
+    "FP4": "float4_e2m1fn",
+}
+
+
+def assert_is_preset(fmt, name):
+    """`fmt` is the preset `name`: equal to it, named like it, with its hand-written properties."""
+    assert fmt == formats[name]
+    assert fmt.name == name
+    assert (fmt.max, fmt.has_inf, fmt.nan, fmt.bias) == PRESET_PROPERTIES[name]
+
+
+# -- spellings ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("spelling", "name"), SPELLINGS.items())
+def test_spellings_name_their_preset(spelling, name):
+    assert_is_preset(format(spelling), name)
+    assert_is_preset(formats[spelling], name)
+
+
+def test_float8_e4m3_stays_ieee_style():
+    ieee_style = format("float8_e4m3")
+    assert ieee_style == FloatFormat(4, 3)
+    assert ieee_style.has_inf and ieee_style.nan == "ieee" and ieee_style.max == 240.0
+    ocp = format("e4m3")
+    assert ocp != FloatFormat(4, 3) and ocp != ieee_style
+    assert not ocp.has_inf and ocp.max == 448.0
+
+
+@pytest.mark.parametrize(("name", "expected_max"), [("e2m1", 6.0), ("e3m2", 28.0), ("e2m3", 7.5)])
+def test_mx_element_names_have_no_inf_or_nan(name, expected_max):
+    fmt = format(name)
+    assert not fmt.has_inf and not fmt.has_nan
+    assert fmt.max == expected_max
+    assert fmt != FloatFormat(fmt.exp_bits, fmt.man_bits)  # not the IEEE-style pattern
+
+
+@pytest.mark.parametrize(
+    ("name", "exp_bits", "man_bits"), [("e2m2", 2, 2), ("e3m3", 3, 3), ("E4M7", 4, 7), ("e2m5", 2, 5)]
+)
+def test_other_exmy_names_stay_ieee_style(name, exp_bits, man_bits):
+    fmt = format(name)
+    assert fmt == FloatFormat(exp_bits, man_bits)
+    assert fmt.has_inf and fmt.nan == "ieee"
+    assert fmt.name == name.lower()
+
+
+def test_hyphens_stand_for_underscores_only_in_preset_names():
+    assert format("q-2.10") == FixedFormat(-2, 10)  # the minus sign of the pattern stays
+    with pytest.raises(ValueError, match="unknown format name"):
+        format("e4-m3")
+
+
+# -- types and dtypes ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ML_DTYPES_FLOAT_NAMES)
+def test_ml_dtypes_types_name_their_preset(name):
+    ml_dtypes_type = getattr(ml_dtypes, name)
+    fmt = format(ml_dtypes_type)
+    assert fmt is formats[name]
+    assert format(np.dtype(ml_dtypes_type)) is fmt
+    assert formats[ml_dtypes_type] is fmt
+    assert fmt.max == float(ml_dtypes.finfo(ml_dtypes_type).max)
+    assert fmt.has_inf == bool(np.isinf(np.array(np.inf).astype(ml_dtypes_type)))
+
+
+@pytest.mark.parametrize(
+    ("float_type", "name"),
+    [
+        (np.float16, "float16"),
+        (np.float32, "float32"),
+        (np.float64, "float64"),
+        (np.dtype("float32"), "float32"),
+        (np.dtype(">f8"), "float64"),
+        (np.zeros(2, np.float16).dtype, "float16"),
+        (float, "float64"),
+    ],
+    ids=repr,
+)
+def test_numpy_types_name_their_preset(float_type, name):
+    fmt = format(float_type)
+    assert fmt is formats[name]
+    assert fmt.max == float(np.finfo(float_type).max)
+    assert fmt.bits == 8 * np.dtype(float_type).itemsize
+
+
+def test_strings_are_names_not_dtype_codes():
+    assert format("half") is formats.float16  # an alias, which np.dtype also knows
+    for dtype_code in ("f", "f4", "d", "e", "float"):
+        with pytest.raises(ValueError, match="unknown format name"):
+            format(dtype_code)
+
+
+@pytest.mark.parametrize(
+    ("float_type", "name"),
+    [(ml_dtypes.bfloat16, "bfloat16"), (np.float16, "float16"), (np.dtype(ml_dtypes.float8_e4m3fn), "float8_e4m3fn")],
+    ids=repr,
+)
+@pytest.mark.parametrize("carrier", [np.float32, np.float64])
+def test_round_to_a_type_is_round_to_its_name(float_type, name, carrier):
+    x = np.array([1 / 3, np.pi, -2.5, 100.0, 1e-3, 0.0, -7.3e-3], dtype=carrier)
+    by_type = rp.round(x, float_type)
+    by_name = rp.round(x, name)
+    assert by_type.dtype == by_name.dtype
+    assert by_type.tobytes() == by_name.tobytes()
+    # and both are the values of that type
+    np.testing.assert_array_equal(by_type, x.astype(float_type).astype(carrier))
+
+
+# -- what is rejected ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("bad", "type_name"),
+    [
+        (3, "int"),
+        (4.0, "float"),
+        (True, "bool"),
+        (None, "NoneType"),
+        ([4, 3], "list"),
+        ((4, 3), "tuple"),
+        (b"bf16", "bytes"),
+        (np.float32(1.0), "numpy.float32"),
+    ],
+    ids=repr,
+)
+def test_wrong_types_are_named(bad, type_name):
+    with pytest.raises(TypeError, match=rf"got {type_name};.*format name.*FloatFormat.*dtype"):
+        format(bad)
+    with pytest.raises(KeyError):
+        formats[bad]
+
+
+def test_round_names_the_wrong_type():
+    with pytest.raises(TypeError, match="got int;"):
+        rp.round(np.ones(3), 3)
+
+
+@pytest.mark.parametrize(
+    ("float_type", "description"),
+    [
+        (np.int32, "type numpy.int32 (dtype int32)"),
+        (int, "type int (dtype int"),
+        (np.dtype("complex64"), "dtype complex64"),
+        (object, "type object (dtype object)"),
+        (ml_dtypes.float8_e8m0fnu, "(dtype float8_e8m0fnu)"),
+        (ml_dtypes.int4, "(dtype int4)"),
+        (np.floating, "type numpy.floating"),
+        (FloatFormat, "type rpfloat.floatformat.FloatFormat"),
+    ],
+    ids=repr,
+)
+def test_types_without_a_preset_are_rejected(float_type, description):
+    with pytest.raises(TypeError, match=rf"got .*{re.escape(description)}.*has no preset"):
+        format(float_type)
+    assert float_type not in formats
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("e4m3fnx", "did you mean 'e4m3fn'"),
+        ("bfloat", "did you mean 'bfloat16'"),
+        ("float6_e2m3", "did you mean 'float6_e2m3fn'"),
+        ("fp8", "ambiguous: 'fp8_e4m3'"),
+        ("float8", "ambiguous"),
+        ("fp6", "ambiguous: 'fp6_e2m3'"),
+        ("float4", "'float4_e2m1fn'"),
+        ("mxfp4", "block-scaled.*'e2m1'"),
+        ("MXFP8", "block-scaled.*'e4m3' or 'e5m2'"),
+        ("nvfp4", "block-scaled"),
+        ("mxint8", "block-scaled"),
+        ("float8_e8m0fnu", "scale type"),
+        ("fp8_e2m1", ""),  # a 4-bit format behind fp8_
+        ("fp4_e4m3", ""),
+        ("float4_e2m1", ""),  # ml_dtypes' convention: without fn, a format with inf
+        ("f4", ""),
+        ("e4m3 fn", ""),
+    ],
+)
+def test_unknown_names(name, hint):
+    with pytest.raises(ValueError, match=rf"unknown format name '{name}'.*{hint}.*known names: presets bfloat16"):
+        format(name)
+    with pytest.raises(KeyError, match="known names"):
+        formats[name]
+    assert name not in formats
+
+
+def test_known_names_explain_the_rules():
+    with pytest.raises(ValueError) as raised:
+        format("nope")
+    message = str(raised.value)
+    for text in ("e2m1 (float4_e2m1fn)", "e3m2 (float6_e3m2fn)", "e2m3 (float6_e2m3fn)", "fp4 (float4_e2m1fn)",
+                 "'floatN_'", "'fpN_'", "IEEE-style", "'-' for '_'"):
+        assert text in message
+
+
+def test_registry_attributes_and_dir_take_the_spellings():
+    assert formats.fp8_e4m3 is formats.float8_e4m3fn
+    assert formats.e2m1 is formats.float4_e2m1fn
+    assert formats[np.float16] is formats.float16
+    assert np.float16 in formats and np.int32 not in formats
+    for spelling in ("e3m2", "e4m3fn", "fp8_e4m3", "fp4"):
+        assert spelling in dir(formats)
+    assert len(formats) == 15  # the spellings are not keys
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def run_cli(*arguments):
+    return subprocess.run(
+        [sys.executable, "-m", "rpfloat", *arguments],
+        capture_output=True,
+        text=True,
+        cwd=REPOSITORY_ROOT,
+        timeout=600,
+    )
+
+
+@pytest.mark.parametrize("arguments", [("--help",), ("-h",), ("demo", "--help")], ids=" ".join)
+def test_cli_help(arguments):
+    finished = run_cli(*arguments)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout.startswith("usage: python -m rpfloat")
+    assert "demo" in finished.stdout
+
+
+@pytest.mark.parametrize("arguments", [("--bogus",), ("frobnicate",), ("demo", "--bogus")], ids=" ".join)
+def test_cli_rejects_unknown_arguments(arguments):
+    finished = run_cli(*arguments)
+    assert finished.returncode == 2
+    assert "usage" in finished.stderr and arguments[-1] in finished.stderr
+    assert finished.stdout == ""
+
+
+def test_cli_without_arguments_runs_the_demo():
+    finished = run_cli()
+    assert finished.returncode == 0, finished.stderr
+    for text in ("bfloat16", "float4_e2m1fn", "q8.8", "max rel. error"):
+        assert text in finished.stdout
+
+
+def test_main_returns_the_exit_code_and_demo_is_the_default(capsys):
+    assert main([]) == 0
+    default_output = capsys.readouterr().out
+    assert main(["demo"]) == 0
+    assert capsys.readouterr().out == default_output
+    assert "float8_e4m3fn" in default_output
+    with pytest.raises(SystemExit) as raised:
+        main(["--help"])
+    assert raised.value.code == 0
+    assert "usage" in capsys.readouterr().out
