@@ -60,15 +60,15 @@ def _stores_vectors(body: list[str]) -> bool:
 
 
 def kernel(name: str):
-    from rpfloat._kernels import quantize, scaled
-    named = {"scaled_stochastic": quantize.round_scaled_stochastic, "split": quantize.round_stochastic_split,
-             "halves": quantize.round_stochastic_halves,
-             "halves_zero": quantize.round_stochastic_halves_from_zero, "adding": quantize.round_nearest_by_adding,
-             "scaled": scaled.round_scaled, "general": quantize.round_general}
+    from rpfloat._kernels.cpu import fast_fixed, loops
+    named = {"scaled_stochastic": loops.round_scaled_stochastic, "split": loops.round_stochastic_split,
+             "halves": loops.round_stochastic_halves,
+             "halves_zero": loops.round_stochastic_halves_from_zero, "adding": loops.round_nearest_by_adding,
+             "scaled": fast_fixed.round_scaled, "general": loops.round_general}
     if name in named:
         return named[name]
-    kind, _, mode = name.partition(":")  # "bits:6" (quantize.MODE_KERNELS), "uniform:6"
-    return {"bits": quantize.MODE_KERNELS, "uniform": quantize.UNIFORM_KERNELS}[kind][int(mode)]
+    kind, _, mode = name.partition(":")  # "bits:6" (loops.MODE_KERNELS), "uniform:6"
+    return {"bits": loops.MODE_KERNELS, "uniform": loops.UNIFORM_KERNELS}[kind][int(mode)]
 
 
 def main(argv=None) -> int:
@@ -80,9 +80,9 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     os.environ["NUMBA_CACHE_DIR"] = tempfile.mkdtemp(prefix="rpfloat-asm-")  # before numba loads
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-    from rpfloat._kernels import quantize
+    from rpfloat._kernels.cpu import loops
     function = kernel(args.kernel)
-    signature = quantize.SIGNATURES[SIGNATURES[args.signature]]  # scaled.round_scaled's too
+    signature = loops.SIGNATURES[SIGNATURES[args.signature]]  # fast_fixed.round_scaled's too
     function.compile(signature)
     loops = vector_loops(function.inspect_asm(signature.args))
     if not loops:

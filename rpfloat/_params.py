@@ -1,7 +1,7 @@
 """Format + carrier -> the plain integers the rounding kernel needs (cached).
 
 This is the only place that knows both the format objects and the kernel's
-parameter layout (``rpfloat._kernels.quantize.PARAM_NAMES``).
+parameter layout (``rpfloat._kernels.core.layout.PARAM_NAMES``).
 """
 from __future__ import annotations
 
@@ -9,16 +9,16 @@ import functools
 
 import numpy as np
 
-from ._kernels import quantize
+from ._kernels.core import layout
 from .fixedformat import FixedFormat
 
 __all__ = ["compute_dtype", "kernel_params", "widening_params"]
 
 _POLICY_CODES = {
-    "inf": quantize.OVERFLOW_INF,
-    "saturate": quantize.OVERFLOW_SATURATE,
-    "nan": quantize.OVERFLOW_NAN,
-    "wrap": quantize.OVERFLOW_WRAP,
+    "inf": layout.OVERFLOW_INF,
+    "saturate": layout.OVERFLOW_SATURATE,
+    "nan": layout.OVERFLOW_NAN,
+    "wrap": layout.OVERFLOW_WRAP,
 }
 _INT_OF = {np.dtype(np.float32): np.int32, np.dtype(np.float64): np.int64}
 
@@ -62,7 +62,7 @@ def _float_fields(fmt, result_dtype: np.dtype):
 
 
 def _fast_range(fmt, fields: dict, policy: str) -> dict:
-    """The kernel's fast path (``quantize.fast_round_bits``) for magnitudes from
+    """The kernel's fast path (``cpu.fast_bits.fast_round_bits``) for magnitudes from
     fast_low_bits (fast_low_random_bits for stochastic rounding) to the format's
     largest value. From fast_aligned_bits (one spacing below min_normal, or
     min_normal without subnormals) up, the bits dropped are
@@ -110,9 +110,9 @@ def kernel_params(fmt, result_dtype: np.dtype, policy: str) -> tuple:
     """The kernel parameter tuple for rounding onto `fmt` into `result_dtype`.
 
     `policy` is the already validated overflow policy. The tuple is laid out as
-    ``quantize.PARAM_NAMES``; every entry is a Python int that fits an int64.
+    ``layout.PARAM_NAMES``; every entry is a Python int that fits an int64.
     """
-    return _lower(fmt, compute_dtype(result_dtype), result_dtype, policy)
+    return _lowered(fmt, compute_dtype(result_dtype), result_dtype, policy)
 
 
 @functools.lru_cache(maxsize=512)
@@ -135,13 +135,15 @@ def widening_params(fmt, policy: str):
         return None
     if fmt.frac_bits > 126 or fmt.frac_bits < -127:  # one spacing is no normal float32
         return None
-    params = list(_lower(fmt, np.dtype(np.float32), np.dtype(np.float64), policy))
-    high = quantize.P_FAST_HIGH_BITS
+    params = list(_lowered(fmt, np.dtype(np.float32), np.dtype(np.float64), policy))
+    high = layout.P_FAST_HIGH_BITS
     params[high] = min(params[high], _bits_of(2.0**127, np.dtype(np.float32)))
     return tuple(params)
 
 
-def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple:
+@functools.lru_cache(maxsize=512)
+def _lowered(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple:
+    """The kernel parameters of `fmt` in `carrier` for a `result_dtype` result."""
     info = np.finfo(carrier)
     carrier_man_bits = int(info.nmant)
     carrier_bias = int(info.maxexp) - 1
@@ -153,8 +155,6 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
         word_bits=0,
         signed=0,
         scale_bits=0,
-        scaled=0,
-        scaled_random=0,
     )
     inf_bits = ((2 * carrier_bias + 1) << carrier_man_bits)
     if isinstance(fmt, FixedFormat):
@@ -176,15 +176,6 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             scale_bits=_bits_of(quantum, np.dtype(np.float64)),
             bias_parity=0,
             half_quantum_bits=_half_bits(-fmt.frac_bits, carrier),
-            # scaled.round_scaled: x * 2**frac_bits never underflows, 2**frac_bits is
-            # finite and 2**-frac_bits normal in the carrier, and every k fits its significand
-            scaled=int(policy == "saturate" and 0 <= fmt.frac_bits < info.maxexp - 1
-                       and fmt.bits <= carrier_man_bits + 1),
-            # scaled_random.py: float32 data (a float32 carrier: float32 results, and the
-            # widening kernel's fast path), 2**frac_bits and 2**-frac_bits normal numbers
-            # of it (every k is one: a word has at most 53 bits)
-            scaled_random=int(carrier_man_bits == 23 and policy != "wrap"
-                              and abs(fmt.frac_bits) <= info.maxexp - 2),
         )
     else:
         man_bits, bias, subnormals, max_value = _float_fields(fmt, result_dtype)
@@ -207,55 +198,17 @@ def _lower(fmt, carrier: np.dtype, result_dtype: np.dtype, policy: str) -> tuple
             half_quantum_bits=_half_bits(below_quantum_exp, carrier),
         )
     fields.update(_fast_range(fmt, fields, policy))
-    # adding.py: the fast range from 0 up (every spacing a normal number of the
-    # carrier), subnormals, -0, and the power of two finite at the format's largest value
-    top_power_field = (fields["fast_high_bits"] >> carrier_man_bits) + fields["fast_drop_min"]
-    fields["nearest_by_adding"] = int(
-        not isinstance(fmt, FixedFormat)
-        and fields["fast_low_bits"] == 0 < fields["fast_high_bits"]
-        and fields["fast_drop_min"] >= 1
-        and fields["below_quantum_bits"] != fields["min_normal_bits"]
-        and not fields["no_negative_zero"]
-        and top_power_field <= 2 * carrier_bias
-    )
-    # uniform.py: one bit count from fast_aligned_bits up (no subnormals above the
-    # carrier's normals), -0, and at least one bit dropped
-    aligned_field = fields["fast_aligned_bits"] >> carrier_man_bits
-    fields["uniform_drop"] = int(
-        not isinstance(fmt, FixedFormat)
-        and fields["fast_low_bits"] <= fields["fast_high_bits"]
-        and fields["fast_drop_min"] >= 1
-        and fields["fast_drop_offset"] - aligned_field <= fields["fast_drop_min"]
-        and not fields["no_negative_zero"]
-    )
-    # scaled_random.split_stochastic: in float32, one bit count from min_normal up
-    # and a fixed spacing below it, that spacing and its inverse normal float32
-    # numbers: the formats of adding.py, and those of uniform.py without
-    # subnormals (0 and min_normal one spacing apart), -0 included
-    fields["stochastic_split"] = int(
-        carrier_man_bits == 23
-        and fields["below_quantum_bits"] <= _bits_of(2.0**126, carrier)
-        and (fields["nearest_by_adding"] == 1
-             or (fields["uniform_drop"] == 1 and fields["below_quantum_bits"] == fields["min_normal_bits"]
-                 == fields["fast_aligned_bits"] and fields["fast_low_random_bits"] <= fields["min_normal_bits"]))
-    )
-    # uniform.py from 0 up: where the format's min_normal is the carrier's smallest
-    # normal and it has subnormals (spacing below one carrier normal), the
-    # carrier's subnormals drop fast_drop_min bits as well (bfloat16, tf32 in float32)
+    # the uniform loops (cpu.fast_same_drop) from 0 up: where the format's min_normal
+    # is the carrier's smallest normal and it has subnormals (spacing below one carrier
+    # normal), the carrier's subnormals drop fast_drop_min bits as well (bfloat16, tf32
+    # in float32); read only where the table gives a format those loops
     smallest_normal = 1 << carrier_man_bits
     fields["uniform_from_zero"] = int(
-        fields["uniform_drop"] == 1
-        and fields["min_normal_bits"] == smallest_normal
-        and fields["below_quantum_bits"] < smallest_normal
-    )
-    fields["stochastic_uniform"] = int(
-        fields["uniform_drop"] == 1
-        and carrier_man_bits == 23
-        and fields["fast_low_random_bits"] >= fields["fast_aligned_bits"]
+        fields["min_normal_bits"] == smallest_normal and fields["below_quantum_bits"] < smallest_normal
     )
     quiet_nan = inf_bits | (1 << (carrier_man_bits - 1))
     for sign in ("pos", "neg"):
         fields[f"overflow_{sign}_bits"] = {
             "inf": inf_bits, "nan": quiet_nan, "saturate": fields[f"max_{sign}_bits"], "wrap": quiet_nan,
         }[policy]
-    return tuple(int(fields[name]) for name in quantize.PARAM_NAMES)
+    return tuple(int(fields[name]) for name in layout.PARAM_NAMES)

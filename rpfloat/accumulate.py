@@ -17,13 +17,13 @@ A low-precision accumulator or a hardware datapath rounds after every operation;
     rounded; an odd last value moves up a level as it is.
 
 Each rounding is of the exact result of its operation (error-free
-transformations, see :mod:`rpfloat._kernels.accumulate`), in the given mode, with
+transformations, see :mod:`rpfloat._kernels.cpu.accumulate`), in the given mode, with
 the format's default overflow policy. Inputs are used exactly as given; round
 them first (``rp.round`` or ``rp.asarray``) to model data stored in a format.
 
 Stochastic modes draw one random number per rounding from a counter-based stream:
 with an int seed the result is a pure function of the inputs and the seed. The
-counters are listed in :mod:`rpfloat._kernels.accumulate`.
+counters are listed in :mod:`rpfloat._kernels.cpu.accumulate`.
 """
 from __future__ import annotations
 
@@ -34,14 +34,14 @@ from fractions import Fraction
 
 import numpy as np
 
-from ._kernels import accumulate as _kernels
-from ._kernels import quantize as _quantize
+from ._kernels.cpu import accumulate as _kernels
+from ._kernels.core import layout as _layout
 from ._params import kernel_params
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
-from .rounding import _overflow_policy, _random_key, result_dtype
+from ._plan import overflow_policy, random_key, result_dtype
 from .rounding import round as rp_round
 
 __all__ = ["sum", "dot", "matmul"]
@@ -50,7 +50,7 @@ _FLOAT64 = np.dtype(np.float64)
 _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
 _ORDERS = ("sequential", "pairwise")
 _RAND_BITS = 64
-_DEEP = _quantize.PARAM_NAMES.index("deep")
+_DEEP = _layout.PARAM_NAMES.index("deep")
 _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from NumPy 1.25 on
 
 
@@ -66,7 +66,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     axis : None, int or tuple of ints
         Axes to sum over; None sums everything.
     mode : str
-        Rounding mode of every step (SPEC §2).
+        Rounding mode of every step, as for :func:`rpfloat.round`.
     order : {"sequential", "pairwise"}
         ``"sequential"``: ``acc = round(x_0)``, then ``acc = round(acc + x_k)``.
         ``"pairwise"``: every ``x_k`` is rounded, then neighbours are added level
@@ -214,7 +214,7 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
 
 def bounded_format(fmt, dtype):
     """`fmt`, with ``exp_bits=None`` resolved to the IEEE-style format of its
-    precision and `dtype`'s exponent range (SPEC §5)."""
+    precision and `dtype`'s exponent range."""
     if isinstance(fmt, FloatFormat) and fmt.exp_bits is None:
         dtype = np.dtype(dtype)
         man_bits = builtins.min(fmt.man_bits, int(np.finfo(dtype).nmant))
@@ -228,9 +228,9 @@ def rounding_setup(fmt):
     compute) onto the bounded format `fmt`, with its default overflow policy.
 
     `general`: whether the kernel's rare paths are needed (formats reaching below
-    float64's normal range, fixed-point wrap), as ``quantize.round_array_for`` decides.
+    float64's normal range, fixed-point wrap), as the kernel table (``rpfloat._kernels.cpu.table``) decides.
     """
-    policy = _overflow_policy(fmt, None)
+    policy = overflow_policy(fmt, None)
     params = kernel_params(fmt, _FLOAT64, policy)
     general = bool(params[_DEEP]) or policy == "wrap"
     if policy == "wrap":
@@ -276,7 +276,7 @@ def _products_are_exact(a, b) -> bool:
 
 
 def _key(rng, mode) -> int:
-    return _random_key(rng) if mode.is_stochastic else 0
+    return random_key(rng) if mode.is_stochastic else 0
 
 
 def _pairwise(order) -> bool:

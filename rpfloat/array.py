@@ -1,4 +1,4 @@
-"""RPArray: NumPy arrays whose values stay in a format (SPEC §4).
+"""RPArray: NumPy arrays whose values stay in a format.
 
 An :class:`RPArray` holds values of a format (``FloatFormat`` or ``FixedFormat``) in a
 carrier ndarray (``fmt.carrier``) and rounds the result of every operation back
@@ -50,7 +50,7 @@ So ``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``, ``square`` and
 error of the float64 result with error-free transformations (TwoSum; TwoProduct by
 Veltkamp splitting, as NumPy has no fma; the remainder ``a - q b`` for division
 and ``a - s**2`` for sqrt), and every element with a nonzero error is rounded from
-the exact value (``rpfloat._kernels.accumulate.round_exact``). Only the nearest
+the exact value (``rpfloat._kernels.cpu.accumulate.round_exact``). Only the nearest
 modes on formats with p <= 25, with every operand an RPArray of a contained
 format, skip that step. The results are correctly rounded in every mode, with
 exact stochastic probabilities, for every format, as long as operands stay below
@@ -79,12 +79,12 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ._kernels.accumulate import round_pairs_at
+from ._kernels.cpu.accumulate import round_pairs_at
 from .accumulate import bounded_format, rounding_setup
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
-from .rounding import _random_key
+from ._plan import random_key
 from .rounding import round as _round_onto
 
 __all__ = ["RPArray", "asarray", "format_contains"]
@@ -391,7 +391,7 @@ def _round_values(values: np.ndarray, target: _Target, residuals=None, operand_f
         indices = np.flatnonzero(flat_residuals)
         if indices.size:
             params, midpoints, _ = rounding_setup(bounded)
-            key = _random_key(seed) if stochastic else 0
+            key = random_key(seed) if stochastic else 0
             round_pairs_at(values.reshape(-1), flat_residuals, indices, rounded.reshape(-1), params,
                            midpoints, int(target.mode), np.uint64(key), 64)
     return rounded.astype(carrier)

@@ -11,7 +11,7 @@ __all__ = ["Mode", "parse_mode"]
 
 
 class Mode(enum.IntEnum):
-    """A rounding mode (see SPEC §2 for the exact definition of each).
+    """A rounding mode (docs/semantics.md defines each).
 
     Examples
     --------

@@ -39,11 +39,11 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "rpfloat"))
 
 @pytest.fixture
 def small_ranges(monkeypatch):
-    """rpfloat.rounding with its thread threshold and range size lowered, so that
-    arrays of a few hundred thousand elements run on threads, in many ranges
-    (where numba has more than one thread). Returns the module."""
-    from rpfloat import rounding
+    """The CPU backend (rpfloat._kernels.cpu.backend) with its thread threshold and
+    range size lowered, so that arrays of a few hundred thousand elements run on
+    threads, in many ranges (where numba has more than one thread). Returns the module."""
+    from rpfloat._kernels.cpu import backend
 
-    monkeypatch.setattr(rounding, "PARALLEL_THRESHOLD", 1 << 16)
-    monkeypatch.setattr(rounding, "RANGE_MIN", 1 << 12)
-    return rounding
+    monkeypatch.setattr(backend, "PARALLEL_THRESHOLD", 1 << 16)
+    monkeypatch.setattr(backend, "RANGE_MIN", 1 << 12)
+    return backend

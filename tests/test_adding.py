@@ -1,5 +1,5 @@
 """Rounding to nearest by adding a power of two (``rpfloat._kernels.adding``,
-kernel ``quantize.round_nearest_by_adding``).
+kernel ``loops.round_nearest_by_adding``).
 
 It must agree bit for bit, NaN payloads included, with the bit-level kernel that
 the oracle tests hold to exact arithmetic, over sweeps of every float16 pattern
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import choose, quantize
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu import environment, loops, table
 from rpfloat._params import kernel_params
 from sweeps import float32_sweep, sweeps
 from fpenv import (
@@ -56,21 +57,21 @@ def _params(fmt, dtype):
 def _run(kernel, xs, params):
     bits = BITS[xs.dtype]
     out = np.empty_like(xs)
-    kernel(xs.view(bits), out.view(bits), params, params, quantize.NEAREST, 0, 0, 64)
+    kernel(xs.view(bits), out.view(bits), params, params, layout.NEAREST, 0, 0, 64)
     return out
 
 
 def test_eligibility():
     for fmt in ELIGIBLE:
-        assert _params(fmt, np.float32)[quantize.P_NEAREST_BY_ADDING] == 1, fmt
-        assert _params(fmt, np.float64)[quantize.P_NEAREST_BY_ADDING] == 1, fmt
+        assert table.nearest_by_adding(_params(fmt, np.float32)) == 1, fmt
+        assert table.nearest_by_adding(_params(fmt, np.float64)) == 1, fmt
     for why, fmt in NOT_IN_FLOAT32.items():
-        assert _params(fmt, np.float32)[quantize.P_NEAREST_BY_ADDING] == 0, why
+        assert table.nearest_by_adding(_params(fmt, np.float32)) == 0, why
     # float64 holds bfloat16's 2**(q + 52) and FloatFormat(9, 3)'s spacings
-    assert _params(rp.format("bfloat16"), np.float64)[quantize.P_NEAREST_BY_ADDING] == 1
-    assert _params(rp.FloatFormat(9, 3), np.float64)[quantize.P_NEAREST_BY_ADDING] == 1
+    assert table.nearest_by_adding(_params(rp.format("bfloat16"), np.float64)) == 1
+    assert table.nearest_by_adding(_params(rp.FloatFormat(9, 3), np.float64)) == 1
     # the overflow policy acts outside the fast range
-    assert kernel_params(rp.format("e4m3"), np.dtype(np.float32), "nan")[quantize.P_NEAREST_BY_ADDING] == 1
+    assert table.nearest_by_adding(kernel_params(rp.format("e4m3"), np.dtype(np.float32), "nan")) == 1
 
 
 @pytest.mark.parametrize("fmt", ELIGIBLE + [rp.format("bfloat16"), rp.FloatFormat(9, 3)], ids=repr)
@@ -80,13 +81,13 @@ def test_matches_bit_kernel(fmt):
         if rp.rounding.result_dtype(xs.dtype, fmt) != xs.dtype:  # FloatFormat(9, 3) needs float64
             continue
         params = _params(fmt, xs.dtype)
-        if not params[quantize.P_NEAREST_BY_ADDING]:
+        if not table.nearest_by_adding(params):
             continue
         bits = BITS[xs.dtype]
-        adding = choose.kernel_for(bits, bits, params, quantize.NEAREST)
-        assert adding is quantize.entry_point(quantize.round_nearest_by_adding, bits, bits)
+        adding = table.kernel_for(bits, bits, params, layout.NEAREST)
+        assert adding is table.entry_point_of(loops.round_nearest_by_adding, bits, bits)
         got = _run(adding, xs, params)
-        want = _run(quantize.round_array_for(bits, bits, params, quantize.NEAREST), xs, params)
+        want = _run(table.bit_level_kernel(bits, bits, params, layout.NEAREST), xs, params)
         bad = np.flatnonzero(got.view(bits) != want.view(bits))
         assert bad.size == 0, (f"{fmt!r} on {xs.dtype}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
                                f"adding={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
@@ -99,7 +100,7 @@ def test_matches_bit_kernel(fmt):
 def test_ties_go_to_even_at_every_spacing(fmt):
     """Through rp.round: ties at every spacing go to even, -0 stays -0, and
     values just above and below each tie go to their nearest neighbour."""
-    assert _params(fmt, np.float32)[quantize.P_NEAREST_BY_ADDING]
+    assert table.nearest_by_adding(_params(fmt, np.float32))
     grid = np.unique(np.abs(fmt.values()[np.isfinite(fmt.values())])).astype(np.float32)
     mid = ((grid[:-1].astype(np.float64) + grid[1:]) / 2).astype(np.float32)  # exact: few bits
     above, below = np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(0))
@@ -126,13 +127,13 @@ def test_other_environments_take_the_bit_kernel(setting):
         params = _params(fmt, np.float32)
         want = rp.round(xs, fmt, overflow=_policy(fmt))
         with context():
-            kernel = choose.kernel_for(np.int32, np.int32, params, quantize.NEAREST)
+            kernel = table.kernel_for(np.int32, np.int32, params, layout.NEAREST)
             got = rp.round(xs, fmt, overflow=_policy(fmt))
-        assert kernel is quantize.round_array_for(np.int32, np.int32, params, quantize.NEAREST)
+        assert kernel is table.bit_level_kernel(np.int32, np.int32, params, layout.NEAREST)
         np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=f"{fmt!r} {setting}")
-    assert choose.kernel_for(np.int32, np.int32, params, quantize.NEAREST) is \
-        quantize.entry_point(quantize.round_nearest_by_adding, np.int32, np.int32)
+    assert table.kernel_for(np.int32, np.int32, params, layout.NEAREST) is \
+        table.entry_point_of(loops.round_nearest_by_adding, np.int32, np.int32)
 
 
 def test_environment_probe_reads_this_thread():
-    assert choose.environment() == choose.KEEPS_SUBNORMALS | choose.ROUNDS_TO_NEAREST
+    assert environment.environment() == environment.KEEPS_SUBNORMALS | environment.ROUNDS_TO_NEAREST

@@ -13,10 +13,10 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels.quantize import (
-    KERNELS, SIGNATURES, round_stochastic_halves, round_stochastic_halves_from_zero,
-)
-from rpfloat.rounding import CHUNK, round_chunk
+from rpfloat._kernels.cpu.backend import CHUNK
+from rpfloat._kernels.cpu.loops import SIGNATURES, round_stochastic_halves, round_stochastic_halves_from_zero
+from rpfloat._kernels.cpu.table import KERNELS
+from rpfloat.rounding import round_chunk
 
 
 def bits(a):
@@ -285,7 +285,8 @@ def test_thread_count_does_not_change_bits():
     """NUMBA_NUM_THREADS=1 and =2, in fresh processes, on an array split in chunks."""
     script = (
         "import sys, numpy as np, rpfloat as rp\n"
-        "rp.rounding.PARALLEL_THRESHOLD, rp.rounding.RANGE_MIN = 1 << 16, 1 << 12\n"
+        "from rpfloat._kernels.cpu import backend\n"
+        "backend.PARALLEL_THRESHOLD, backend.RANGE_MIN = 1 << 16, 1 << 12\n"
         "x = np.linspace(-3, 3, 2 * 65536 + 12345, dtype=np.float32)\n"
         "y = rp.round(x, 'e4m3', 'stochastic', rng=42)\n"
         "sys.stdout.write(y.view(np.uint32).tobytes().hex()[:0] + str(hash(y.tobytes())))\n"
@@ -331,7 +332,7 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
     cold cache); this process has compiled the same kernels already."""
     script = (
         "import numpy as np, rpfloat as rp\n"
-        "from rpfloat._kernels.quantize import KERNELS\n"
+        "from rpfloat._kernels.cpu.table import KERNELS\n"
         "x = np.linspace(-3, 3, 64, dtype=np.float32)\n"
         "for mode in ('nearest', 'stochastic', 'odd'):\n"
         "    for name in ('e4m3', 'float6_e3m2fn', 'bfloat16'):\n"

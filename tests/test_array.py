@@ -235,7 +235,7 @@ def test_stochastic_threshold_is_exact(fmt):
     """round_exact(s, r) rounds s + r up iff the drawn number is below
     floor((|s + r| - lo) / (hi - lo) * 2**rand_bits), to the last unit, for
     residuals r of every size below half an ulp of s."""
-    from rpfloat._kernels.accumulate import round_exact
+    from rpfloat._kernels.cpu.accumulate import round_exact
     from rpfloat.accumulate import rounding_setup
 
     params, midpoints, _ = rounding_setup(fmt)

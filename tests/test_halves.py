@@ -14,12 +14,13 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import quantize
-from rpfloat._kernels.halves import below_one_spacing
-from rpfloat._kernels.random import random_bits
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu import loops, table
+from rpfloat._kernels.cpu.fast_stochastic_float64 import below_one_spacing
+from rpfloat._kernels.core.stream import random_bits
 from rpfloat._params import kernel_params
 
-STOCHASTIC = quantize.STOCHASTIC
+STOCHASTIC = layout.STOCHASTIC
 HALVES_FORMATS = [
     "bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "float6_e3m2fn", "float4_e2m1fn", "tf32",
     "float8_e4m3fnuz", "float8_e4m3b11fnuz", rp.FloatFormat(6, 9), rp.FloatFormat(6, 9, subnormals=False),
@@ -49,9 +50,9 @@ def _sweep() -> np.ndarray:
 def _edges(params) -> np.ndarray:
     """Magnitudes at and next to the ends of the halves kernel's range, and of
     the format's range, with both signs."""
-    low, high = quantize.fast_bounds(params, STOCHASTIC, True)
-    original_low, original_high = quantize.fast_bounds(params, STOCHASTIC, False)
-    centres = np.array([low, high, original_low, original_high, params[quantize.P_FAST_ALIGNED_BITS]],
+    low, high = loops.fast_bounds(params, STOCHASTIC, True)
+    original_low, original_high = loops.fast_bounds(params, STOCHASTIC, False)
+    centres = np.array([low, high, original_low, original_high, params[layout.P_FAST_ALIGNED_BITS]],
                        dtype=np.int64)
     steps = np.array([-2**32, -2, -1, 0, 1, 2, 2**32], dtype=np.int64)
     magnitudes = (centres[:, None] + steps[None, :]).ravel()
@@ -64,9 +65,9 @@ def _below_one_spacing(params) -> np.ndarray:
     """Random magnitudes below one spacing (random significands, 2**-1 to 2**-40
     spacings, and the few ulps below it), both signs."""
     rng = np.random.default_rng(17)
-    quantum = float(np.int64(params[quantize.P_BELOW_QUANTUM_BITS]).view(np.float64))
+    quantum = float(np.int64(params[layout.P_BELOW_QUANTUM_BITS]).view(np.float64))
     tiny = quantum * rng.uniform(1.0, 2.0, 20_000) * 2.0 ** -rng.integers(1, 41, 20_000)
-    edge = (np.int64(params[quantize.P_BELOW_QUANTUM_BITS]) - np.arange(1, 200, dtype=np.int64)).view(np.float64)
+    edge = (np.int64(params[layout.P_BELOW_QUANTUM_BITS]) - np.arange(1, 200, dtype=np.int64)).view(np.float64)
     both = np.concatenate([tiny, edge])
     return np.concatenate([both, -both])
 
@@ -79,13 +80,13 @@ def _round(kernel_entry, xs, params, rand_bits, offset):
 
 
 def _kernels():
-    plain = quantize.entry_point(quantize.MODE_KERNELS[STOCHASTIC], np.int64, np.int64)
-    halves = quantize.entry_point(quantize.round_stochastic_halves, np.int64, np.int64)
+    plain = table.entry_point_of(loops.MODE_KERNELS[STOCHASTIC], np.int64, np.int64)
+    halves = table.entry_point_of(loops.round_stochastic_halves, np.int64, np.int64)
     return plain, halves
 
 
 def _from_zero_kernel():
-    return quantize.entry_point(quantize.round_stochastic_halves_from_zero, np.int64, np.int64)
+    return table.entry_point_of(loops.round_stochastic_halves_from_zero, np.int64, np.int64)
 
 
 @pytest.mark.parametrize("fmt", HALVES_FORMATS, ids=repr)
@@ -93,10 +94,10 @@ def test_halves_give_the_64_bit_kernels_bits(fmt):
     """Both loops, wherever they are valid: the variant from 0 up needs one
     spacing of at least 2**-990 (tested on every format from 2**-978 up)."""
     params = _params(fmt)
-    assert quantize.halves_apply(params, STOCHASTIC)
+    assert table.halves(params)
     plain, halves = _kernels()
     kernels = {"halves": halves}
-    if params[quantize.P_BELOW_QUANTUM_BITS] >= quantize.ZERO_HALVES_QUANTUM:
+    if params[layout.P_BELOW_QUANTUM_BITS] >= loops.ZERO_HALVES_QUANTUM:
         kernels["halves from 0"] = _from_zero_kernel()
     xs = np.concatenate([_sweep(), _edges(params), _below_one_spacing(params)])
     for rand_bits in RAND_BITS:
@@ -114,7 +115,7 @@ def test_halves_take_most_ordinary_values(fmt):
     """The range is not empty: ordinary values lie inside it (so that the sweep
     above exercises the halves loop, not only the general one)."""
     params = _params(fmt)
-    low, high = quantize.fast_bounds(params, STOCHASTIC, True)
+    low, high = loops.fast_bounds(params, STOCHASTIC, True)
     magnitudes = np.abs(np.linspace(0.5, 3.0, 1001)).view(np.int64)
     assert low <= high
     assert np.all((magnitudes >= low) & (magnitudes <= high))
@@ -125,11 +126,11 @@ def test_the_narrowed_range(fmt):
     """From a multiple of 2**32 to one below a multiple of 2**32, from one spacing
     up, inside the 64-bit kernel's range."""
     params = _params(fmt)
-    low, high = quantize.fast_bounds(params, STOCHASTIC, True)
-    original_low, original_high = quantize.fast_bounds(params, STOCHASTIC, False)
+    low, high = loops.fast_bounds(params, STOCHASTIC, True)
+    original_low, original_high = loops.fast_bounds(params, STOCHASTIC, False)
     assert low % 2**32 == 0 and (high + 1) % 2**32 == 0
-    assert low >= max(original_low, params[quantize.P_FAST_ALIGNED_BITS]) and low - 2**32 < max(
-        original_low, params[quantize.P_FAST_ALIGNED_BITS])
+    assert low >= max(original_low, params[layout.P_FAST_ALIGNED_BITS]) and low - 2**32 < max(
+        original_low, params[layout.P_FAST_ALIGNED_BITS])
     assert high <= original_high < high + 2**32
 
 
@@ -146,17 +147,17 @@ def test_the_narrowed_range(fmt):
 ])
 def test_where_the_halves_kernel_applies(fmt, policy, applies):
     params = _params(fmt, policy)
-    assert quantize.halves_apply(params, STOCHASTIC) == applies
-    kernel = quantize.round_array_for(np.int64, np.int64, params, STOCHASTIC)
-    halves = quantize.entry_point(quantize.round_stochastic_halves, np.int64, np.int64)
+    assert table.halves(params) == applies
+    kernel = table.bit_level_kernel(np.int64, np.int64, params, STOCHASTIC)
+    halves = table.entry_point_of(loops.round_stochastic_halves, np.int64, np.int64)
     from_zero = _from_zero_kernel()
     assert (kernel in (halves, from_zero)) == applies
-    assert (kernel is from_zero) == (applies and quantize.halves_from_zero(params))
-    for mode in (quantize.NEAREST, quantize.STOCHASTIC_EQUAL):  # other modes never take them
-        assert quantize.round_array_for(np.int64, np.int64, params, mode) not in (halves, from_zero)
+    assert (kernel is from_zero) == (applies and table.halves_from_zero(params))
+    for mode in (layout.NEAREST, layout.STOCHASTIC_EQUAL):  # other modes never take them
+        assert table.bit_level_kernel(np.int64, np.int64, params, mode) not in (halves, from_zero)
     fmt = rp.format(fmt) if isinstance(fmt, str) else fmt
     if fmt.carrier is np.float32:  # float32 data keep their own kernel
-        assert quantize.round_array_for(np.int32, np.int32, _params(fmt, policy, np.float32),
+        assert table.bit_level_kernel(np.int32, np.int32, _params(fmt, policy, np.float32),
                                         STOCHASTIC) not in (halves, from_zero)
 
 
@@ -166,9 +167,9 @@ def test_halves_from_zero_takes_the_coarse_formats():
                             ("float8_e4m3fnuz", True), ("float8_e4m3b11fnuz", True), ("float8_e5m2", True),
                             ("float16", True), ("bfloat16", False), ("tf32", False),
                             (rp.FloatFormat(6, 9), False), (rp.FloatFormat(7, 3), False)):
-        assert quantize.halves_from_zero(_params(name)) == from_zero, name
-    assert quantize.halves_from_zero(_params(rp.FloatFormat(6, 2)))        # spacing 2**-32
-    assert not quantize.halves_from_zero(_params(rp.FloatFormat(6, 3)))    # 2**-33
+        assert table.halves_from_zero(_params(name)) == from_zero, name
+    assert table.halves_from_zero(_params(rp.FloatFormat(6, 2)))        # spacing 2**-32
+    assert not table.halves_from_zero(_params(rp.FloatFormat(6, 3)))    # 2**-33
 
 
 @pytest.mark.parametrize("rand_bits", [64, 33, 32, 31])
@@ -181,7 +182,7 @@ def test_halves_from_zero_decide_next_to_the_undecided_steps(rand_bits):
     to the general loop (from 32 random bits up: with 31 or fewer, the high
     words decide every step, and the tie steps down)."""
     params = _params("float8_e4m3fn")
-    assert quantize.halves_from_zero(params)
+    assert table.halves_from_zero(params)
     quantum = 2.0**-9
     key, n = 0x5EED, 1 << 16
     highs = np.array([int(random_bits(np.uint64(key), i)) >> 33 for i in range(n)], np.int64)  # H
@@ -274,9 +275,9 @@ def test_raw_data_stay_in_the_loop_from_zero():
     x = np.random.default_rng(5).standard_normal(100_000)
     x[::3] = 0.0
     assert np.count_nonzero(np.abs(x) < 2.0**-9) > 50
-    low, high, zero_ok = quantize.loop_range(params, STOCHASTIC, quantize.HALVES_ZERO_LOOP)
+    low, high, zero_ok = loops.loop_range(params, STOCHASTIC, loops.HALVES_ZERO_LOOP)
     assert low == 0
-    assert quantize.count_irregular(x.view(np.int64), low, high, params, zero_ok) == 0
-    low, high, zero_ok = quantize.loop_range(params, STOCHASTIC, quantize.HALVES_LOOP)
-    assert quantize.count_irregular(x.view(np.int64), low, high, params, zero_ok) == np.count_nonzero(
+    assert loops.count_irregular(x.view(np.int64), low, high, params, zero_ok) == 0
+    low, high, zero_ok = loops.loop_range(params, STOCHASTIC, loops.HALVES_LOOP)
+    assert loops.count_irregular(x.view(np.int64), low, high, params, zero_ok) == np.count_nonzero(
         (np.abs(x) < 2.0**-9) & (x != 0))  # the other loop's range starts at one spacing

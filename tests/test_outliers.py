@@ -3,13 +3,13 @@
 After the fast loop has rounded a block, the elements outside its range (NaN,
 inf, overflow, and for stochastic rounding magnitudes far below one spacing)
 are done again by the general loop: a piece of 128 elements holding more than
-``quantize.SPARSE`` of them whole, a piece holding fewer only in the runs of
-``quantize.RUN`` elements that hold them (found from a bit mask per 64
-elements), and a block holding more than ``quantize.MANY`` makes the next
-``quantize.SKIP`` blocks skip the fast loop.
+``loops.SPARSE`` of them whole, a piece holding fewer only in the runs of
+``loops.RUN`` elements that hold them (found from a bit mask per 64
+elements), and a block holding more than ``loops.MANY`` makes the next
+``loops.SKIP`` blocks skip the fast loop.
 
 Every kernel that rounds an array, as the API picks it and bit-level, must give
-the general loop's bits (``quantize.round_general``, which the oracle tests
+the general loop's bits (``loops.round_general``, which the oracle tests
 hold to exact arithmetic) wherever the outliers fall: at the edges of runs,
 masks, pieces and blocks, in a block's short tail, below and above each
 threshold, and sprinkled at random densities.
@@ -19,11 +19,11 @@ import pytest
 from numba import njit
 
 import rpfloat as rp
-from rpfloat._kernels import quantize
+from rpfloat._kernels.cpu import loops
 from sweeps import float32_sweep, kernel_setup
 from test_zeros import MODES, _policy, assert_kernels_match_general
 
-BLOCK, PIECE, RUN, SPARSE, MANY = quantize.BLOCK, quantize.PIECE, quantize.RUN, quantize.SPARSE, quantize.MANY
+BLOCK, PIECE, RUN, SPARSE, MANY = loops.BLOCK, loops.PIECE, loops.RUN, loops.SPARSE, loops.MANY
 SIZE = 3 * BLOCK + 77  # a short last block, not a whole number of pieces or runs
 
 # (format, dtype, an ordinary magnitude, outliers: outside every fast range of the format)
@@ -82,19 +82,19 @@ def test_ordinary_values_are_inside_the_ranges():
         ordinary_bits = np.array([ordinary * 0.5, ordinary * 2.0, -ordinary * 0.5, -ordinary * 2.0], dtype).view(bits)
         outlier_bits = np.array(outliers, dtype).view(bits)
         for mode_name in ("nearest", "up", "stochastic"):
-            low, high, zero_ok = quantize.loop_range(params, MODES[mode_name], quantize.BITS_LOOP)
-            assert quantize.count_irregular(ordinary_bits, low, high, params, zero_ok) == 0, (fmt_name, mode_name)
-        low, high, zero_ok = quantize.loop_range(params, MODES["stochastic"], quantize.BITS_LOOP)
-        assert quantize.count_irregular(outlier_bits, low, high, params, zero_ok) == len(outliers), fmt_name
+            low, high, zero_ok = loops.loop_range(params, MODES[mode_name], loops.BITS_LOOP)
+            assert loops.count_irregular(ordinary_bits, low, high, params, zero_ok) == 0, (fmt_name, mode_name)
+        low, high, zero_ok = loops.loop_range(params, MODES["stochastic"], loops.BITS_LOOP)
+        assert loops.count_irregular(outlier_bits, low, high, params, zero_ok) == len(outliers), fmt_name
 
 
 @njit  # not cached: numba would not see a change to the kernels it calls
 def _verdicts_by_keys(bits, low, high, params, zero_ok, out):
     """Per element, whether the fast loop's range check (`range_keys` against
     `range_limits`, as a block of that one element) finds it outside the range."""
-    low_limit, high_limit = quantize.range_limits(bits[0], low, high, zero_ok)
+    low_limit, high_limit = loops.range_limits(bits[0], low, high, zero_ok)
     for i in range(bits.size):
-        low_key, high_key = quantize.range_keys(bits[i], low, params, zero_ok)
+        low_key, high_key = loops.range_keys(bits[i], low, params, zero_ok)
         out[i] = min(high_limit, low_key) < low_limit or max(low_limit, high_key) > high_limit
 
 
@@ -113,16 +113,16 @@ def test_range_keys_agree_with_irregular(fmt):
     _, _, params, _, _, _ = kernel_setup(np.dtype(np.float32), fmt, _policy(fmt))
     got = np.empty(bits.size, np.bool_)
     checked = 0
-    for loop in (quantize.BITS_LOOP, quantize.UNIFORM_LOOP, quantize.SCALED_LOOP, quantize.SPLIT_LOOP):
+    for loop in (loops.BITS_LOOP, loops.UNIFORM_LOOP, loops.SCALED_LOOP, loops.SPLIT_LOOP):
         for mode_name in ("nearest", "stochastic"):
-            low, high, zero_ok = quantize.loop_range(params, MODES[mode_name], loop)
+            low, high, zero_ok = loops.loop_range(params, MODES[mode_name], loop)
             if low > high:
                 continue
             edges = np.array([low - 1, low, low + 1, high - 1, high, high + 1], np.int64)
             edges = np.concatenate([edges, edges | -(2**31), [0, -(2**31), 1]]).astype(np.int32)
             sample = np.concatenate([bits[::97], edges])
             for zeros in (zero_ok, not zero_ok):
-                want = np.array([quantize.irregular(b, low, high, params, zeros) for b in sample], np.bool_)
+                want = np.array([loops.irregular(b, low, high, params, zeros) for b in sample], np.bool_)
                 _verdicts_by_keys(sample, low, high, params, zeros, got[:want.size])
                 assert np.array_equal(got[:want.size], want), (fmt, loop, mode_name, zeros)
                 assert want.any() and not want.all()

@@ -25,7 +25,7 @@ import pytest
 
 import rpfloat as rp
 from reference import round_reference, stochastic_probability
-from rpfloat._kernels.quantize import BLOCK, PIECE
+from rpfloat._kernels.cpu.loops import BLOCK, PIECE
 from rpfloat.rounding import round_chunk
 
 MASK_64 = 2**64 - 1

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import choose, quantize
-from rpfloat._kernels.random import random_bits
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu import environment, loops, table
+from rpfloat._kernels.core.stream import random_bits
 from rpfloat._params import kernel_params, widening_params
 from fpenv import (
     DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
@@ -20,8 +21,8 @@ from fpenv import (
 from reference import fixed_range, round_reference
 from sweeps import assert_same_stochastic, float16_sweep, float32_sweep, run_kernel
 
-SCALED_MODES = {"nearest": quantize.NEAREST, "up": quantize.UP, "down": quantize.DOWN,
-                "toward_zero": quantize.TOWARD_ZERO}
+SCALED_MODES = {"nearest": layout.NEAREST, "up": layout.UP, "down": layout.DOWN,
+                "toward_zero": layout.TOWARD_ZERO}
 
 FORMATS = [
     rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(4, 4),
@@ -37,7 +38,7 @@ def _run_kernel(xs: np.ndarray, fmt, mode: int, kernel_of, key=0, offset=0, rand
 
 
 def _bit_kernel_of(source_bits, target_bits, params, mode, fast_params):
-    return quantize.round_array_for(source_bits, target_bits, params, mode)
+    return table.bit_level_kernel(source_bits, target_bits, params, mode)
 
 
 def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
@@ -47,7 +48,7 @@ def _bit_kernel(xs: np.ndarray, fmt, mode: str) -> np.ndarray:
 
 def _uses_scaled(fmt, dtype) -> bool:
     params = kernel_params(fmt, np.dtype(np.result_type(dtype, fmt.carrier)), "saturate")
-    return bool(params[quantize.P_SCALED])
+    return bool(table.scaled(params))
 
 
 @pytest.mark.parametrize("mode", SCALED_MODES)
@@ -76,19 +77,19 @@ def test_the_formats_cover_every_carrier_path():
     assert _uses_scaled(rp.FixedFormat(-100, 110), np.float32)      # x * 2**110 may overflow: clamped
     assert not _uses_scaled(rp.FixedFormat(30, -10), np.float64)    # frac_bits < 0: x * 2**-10 may underflow
     params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "wrap")
-    assert not params[quantize.P_SCALED]
+    assert not table.scaled(params)
     params = kernel_params(rp.FloatFormat(4, 3), np.dtype(np.float32), "saturate")
-    assert not params[quantize.P_SCALED]
+    assert not table.scaled(params)
 
 
 def test_other_modes_take_the_bit_kernel():
     params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "saturate")
-    for mode in (quantize.NEAREST_AWAY, quantize.ODD, quantize.STOCHASTIC_EQUAL):
-        kernel = choose.kernel_for(np.int32, np.int32, params, mode)
-        assert kernel is quantize.round_array_for(np.int32, np.int32, params, mode)
-    for mode in (quantize.NEAREST, quantize.STOCHASTIC):
-        assert choose.kernel_for(np.int32, np.int32, params, mode) is not \
-            quantize.round_array_for(np.int32, np.int32, params, mode)
+    for mode in (layout.NEAREST_AWAY, layout.ODD, layout.STOCHASTIC_EQUAL):
+        kernel = table.kernel_for(np.int32, np.int32, params, mode)
+        assert kernel is table.bit_level_kernel(np.int32, np.int32, params, mode)
+    for mode in (layout.NEAREST, layout.STOCHASTIC):
+        assert table.kernel_for(np.int32, np.int32, params, mode) is not \
+            table.bit_level_kernel(np.int32, np.int32, params, mode)
 
 
 # Stochastic rounding by scaling (``scaled_random.py``), every fixed format above and
@@ -103,7 +104,7 @@ def _scaled_random(fmt, dtype) -> bool:
     params = kernel_params(fmt, result_dtype, "saturate")
     if result_dtype != dtype:
         params = widening_params(fmt, "saturate") or params
-    return bool(params[quantize.P_SCALED_RANDOM])
+    return bool(table.scaled_random(params))
 
 
 @pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
@@ -123,8 +124,8 @@ def test_scaled_stochastic_matches_bit_kernel(fmt):
             continue
         for step, rand_bits in enumerate(RAND_BITS):
             key, offset = 0x9E3779B97F4A7C15 * (step + 1) % 2**64, 1000 * step
-            got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key, offset, rand_bits)
-            want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key, offset, rand_bits)
+            got = _run_kernel(xs, fmt, layout.STOCHASTIC, table.kernel_for, key, offset, rand_bits)
+            want = _run_kernel(xs, fmt, layout.STOCHASTIC, _bit_kernel_of, key, offset, rand_bits)
             bits = np.int64 if got.dtype == np.float64 else np.int32
             bad = np.flatnonzero(got.view(bits) != want.view(bits))
             assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits} on {xs.dtype}: {bad.size} differ, e.g. "
@@ -142,17 +143,17 @@ def test_scaled_stochastic_eligibility():
     assert _scaled_random(rp.FixedFormat(-120, 126), np.float32)       # 2**126 and 2**-126: normal
     assert not _scaled_random(rp.FixedFormat(-122, 127), np.float32)   # 2**-127 is subnormal
     params = kernel_params(rp.FixedFormat(16, 16), np.dtype(np.float64), "saturate")
-    assert not params[quantize.P_SCALED_RANDOM]  # float64 data keep the bit-level kernel
-    assert choose.kernel_for(np.int64, np.int64, params, quantize.STOCHASTIC) is \
-        quantize.round_array_for(np.int64, np.int64, params, quantize.STOCHASTIC)
+    assert not table.scaled_random(params)  # float64 data keep the bit-level kernel
+    assert table.kernel_for(np.int64, np.int64, params, layout.STOCHASTIC) is \
+        table.bit_level_kernel(np.int64, np.int64, params, layout.STOCHASTIC)
     params = kernel_params(rp.FixedFormat(8, 8), np.dtype(np.float32), "wrap")
-    assert not params[quantize.P_SCALED_RANDOM]
-    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
-        quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    assert not table.scaled_random(params)
+    assert table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC) is \
+        table.bit_level_kernel(np.int32, np.int32, params, layout.STOCHASTIC)
     params = kernel_params(rp.FloatFormat(4, 3), np.dtype(np.float32), "saturate")
-    assert not params[quantize.P_SCALED_RANDOM]  # floating point: the split kernel (below)
-    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC) is \
-        quantize.entry_point(quantize.round_stochastic_split, np.int32, np.int32)
+    assert not table.scaled_random(params)  # floating point: the split kernel (below)
+    assert table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC) is \
+        table.entry_point_of(loops.round_stochastic_split, np.int32, np.int32)
 
 
 def _small_fixed_formats():
@@ -227,13 +228,13 @@ def test_results_do_not_depend_on_flushing_subnormals(bits):
         for mode in (*SCALED_MODES, "stochastic"):
             want = rp.round(xs, fmt, mode, rng=5)
             with mxcsr_with(bits):
-                assert not choose.environment() & choose.KEEPS_SUBNORMALS
+                assert not environment.environment() & environment.KEEPS_SUBNORMALS
                 got = rp.round(xs, fmt, mode, rng=5)
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), (fmt, mode)
         with mxcsr_with(bits):
             up = rp.round(subnormal, fmt, "up")
         assert np.array_equal(up, np.where(subnormal > 0, 2.0**-fmt.frac_bits, 0.0).astype(up.dtype))
-    assert choose.environment() == choose.KEEPS_SUBNORMALS | choose.ROUNDS_TO_NEAREST
+    assert environment.environment() == environment.KEEPS_SUBNORMALS | environment.ROUNDS_TO_NEAREST
 
 
 @pytest.mark.skipif(not X86_64_GLIBC, reason="sets the rounding direction through glibc")
@@ -275,11 +276,11 @@ def _split_params(fmt):
 
 def test_split_eligibility():
     for fmt in SPLIT_FORMATS:
-        assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 1, fmt
-        assert kernel_params(fmt, np.dtype(np.float64), "saturate")[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
+        assert table.stochastic_split(_split_params(fmt)) == 1, fmt
+        assert table.stochastic_split(kernel_params(fmt, np.dtype(np.float64), "saturate")) == 0, fmt
     for fmt in (rp.format("bfloat16"), rp.format("float8_e4m3fnuz"), rp.FloatFormat(7, 3, bias=125),
                 rp.FixedFormat(8, 8)):
-        assert _split_params(fmt)[quantize.P_STOCHASTIC_SPLIT] == 0, fmt
+        assert table.stochastic_split(_split_params(fmt)) == 0, fmt
 
 
 @pytest.mark.parametrize("fmt", SPLIT_FORMATS, ids=repr)
@@ -287,12 +288,12 @@ def test_split_stochastic_matches_bit_kernel(fmt):
     """Every element draws the bits the bit-level kernel draws for it, for every
     rand_bits, key and offset (a counter crossing 2**32 too)."""
     params = _split_params(fmt)
-    split = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    from_zero = quantize.split_from_zero(params)
-    assert split is quantize.entry_point(
-        quantize.round_stochastic_split_from_zero if from_zero else quantize.round_stochastic_split, np.int32, np.int32)
-    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert_same_stochastic(split, bit_kernel, params, quantize.STOCHASTIC, repr(fmt))
+    split = table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC)
+    from_zero = table.split_from_zero(params)
+    assert split is table.entry_point_of(
+        loops.round_stochastic_split_from_zero if from_zero else loops.round_stochastic_split, np.int32, np.int32)
+    bit_kernel = table.bit_level_kernel(np.int32, np.int32, params, layout.STOCHASTIC)
+    assert_same_stochastic(split, bit_kernel, params, layout.STOCHASTIC, repr(fmt))
 
 
 @pytest.mark.skipif(not X86_64_GLIBC, reason="sets MXCSR through glibc's x86-64 fenv_t")
@@ -301,9 +302,9 @@ def test_split_stochastic_gives_way_under_flushing():
     xs = float32_sweep()
     want = rp.round(xs, "e4m3", "stochastic", rng=4, overflow="saturate")
     with mxcsr_with(DENORMALS_ARE_ZERO | FLUSH_TO_ZERO):
-        kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+        kernel = table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC)
         got = rp.round(xs, "e4m3", "stochastic", rng=4, overflow="saturate")
-    assert kernel is quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
+    assert kernel is table.bit_level_kernel(np.int32, np.int32, params, layout.STOCHASTIC)
     np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32))
 
 
@@ -311,9 +312,9 @@ def test_split_from_zero_takes_the_coarse_formats():
     """Spacings below min_normal from 2**-8 to 1 take the split kernel from 0 up."""
     for name, from_zero in (("float4_e2m1fn", True), ("float6_e3m2fn", True), ("float6_e2m3fn", True),
                             ("float8_e3m4", True), ("e4m3", False), ("e5m2", False), ("float16", False)):
-        assert quantize.split_from_zero(_split_params(rp.format(name))) == from_zero, name
-    assert quantize.split_from_zero(_split_params(rp.FloatFormat(2, 1, subnormals=False)))       # spacing 1
-    assert not quantize.split_from_zero(_split_params(rp.FloatFormat(2, 1, bias=0, subnormals=False)))  # 2
+        assert table.split_from_zero(_split_params(rp.format(name))) == from_zero, name
+    assert table.split_from_zero(_split_params(rp.FloatFormat(2, 1, subnormals=False)))       # spacing 1
+    assert not table.split_from_zero(_split_params(rp.FloatFormat(2, 1, bias=0, subnormals=False)))  # 2
 
 
 @pytest.mark.parametrize("name, rand_bits", [("float4_e2m1fn", 64), ("float6_e3m2fn", 64), ("float6_e3m2fn", 32),
@@ -327,7 +328,7 @@ def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name, rand_bi
     down, as the loop has it)."""
     fmt = rp.format(name)
     params = _split_params(fmt)
-    assert quantize.split_from_zero(params)
+    assert table.split_from_zero(params)
     quantum = fmt.smallest_subnormal
     key, n = 0x5DEECE66D, 1 << 17
     highs = np.array([int(random_bits(np.uint64(key), i)) >> 33 for i in range(n)], np.int64)
@@ -338,10 +339,10 @@ def test_split_from_zero_gives_undecided_steps_to_the_general_loop(name, rand_bi
     tiny = (ties[planted] + 0.75) * 2.0**-31 * quantum
     xs[planted] = np.where(planted % 2 == 0, tiny, -tiny).astype(np.float32)
     assert np.array_equal(xs[planted].astype(np.float64), np.where(planted % 2 == 0, tiny, -tiny))  # exact
-    kernel = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert kernel is quantize.entry_point(quantize.round_stochastic_split_from_zero, np.int32, np.int32)
-    got = _run_kernel(xs, fmt, quantize.STOCHASTIC, choose.kernel_for, key, rand_bits=rand_bits)
-    want = _run_kernel(xs, fmt, quantize.STOCHASTIC, _bit_kernel_of, key, rand_bits=rand_bits)
+    kernel = table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC)
+    assert kernel is table.entry_point_of(loops.round_stochastic_split_from_zero, np.int32, np.int32)
+    got = _run_kernel(xs, fmt, layout.STOCHASTIC, table.kernel_for, key, rand_bits=rand_bits)
+    want = _run_kernel(xs, fmt, layout.STOCHASTIC, _bit_kernel_of, key, rand_bits=rand_bits)
     if rand_bits > 31:
         assert np.count_nonzero(want[planted]) > 10  # the low word stepped some of them up
     else:

@@ -1,5 +1,5 @@
 """Rounding with one bit count for the whole fast range
-(``rpfloat._kernels.uniform``, kernels ``quantize.UNIFORM_KERNELS``): bfloat16
+(``rpfloat._kernels.uniform``, kernels ``loops.UNIFORM_KERNELS``): bfloat16
 and tf32 in float32, and formats without subnormals, in every deterministic
 mode, and stochastic rounding onto bfloat16 and tf32.
 
@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import choose, quantize
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu import loops, table
 from rpfloat._params import kernel_params
 from fpenv import DENORMALS_ARE_ZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with, rounding_direction
 from sweeps import assert_same_stochastic, float32_sweep, sweeps
@@ -47,11 +48,11 @@ def _params(fmt, dtype):
     return kernel_params(fmt, np.dtype(dtype), _policy(fmt))
 
 
-MODES = {"nearest": quantize.NEAREST, "nearest_away": quantize.NEAREST_AWAY, "toward_zero": quantize.TOWARD_ZERO,
-         "up": quantize.UP, "down": quantize.DOWN, "odd": quantize.ODD}
+MODES = {"nearest": layout.NEAREST, "nearest_away": layout.NEAREST_AWAY, "toward_zero": layout.TOWARD_ZERO,
+         "up": layout.UP, "down": layout.DOWN, "odd": layout.ODD}
 
 
-def _run(kernel, xs, params, mode=quantize.NEAREST):
+def _run(kernel, xs, params, mode=layout.NEAREST):
     bits = BITS[xs.dtype]
     out = np.empty_like(xs)
     kernel(xs.view(bits), out.view(bits), params, params, mode, 0, 0, 64)
@@ -61,13 +62,13 @@ def _run(kernel, xs, params, mode=quantize.NEAREST):
 def test_eligibility():
     for fmt in ELIGIBLE:
         for dtype in (np.float32, np.float64):
-            assert _params(fmt, dtype)[quantize.P_UNIFORM_DROP] == 1, (fmt, dtype)
-            assert _params(fmt, dtype)[quantize.P_NEAREST_BY_ADDING] == 0, (fmt, dtype)
+            assert table.uniform_drop(_params(fmt, dtype)) == 1, (fmt, dtype)
+            assert table.nearest_by_adding(_params(fmt, dtype)) == 0, (fmt, dtype)
     for fmt in FLOAT32_ONLY:
-        assert _params(fmt, np.float32)[quantize.P_UNIFORM_DROP] == 1, fmt
-        assert _params(fmt, np.float64)[quantize.P_UNIFORM_DROP] == 0, fmt
+        assert table.uniform_drop(_params(fmt, np.float32)) == 1, fmt
+        assert table.uniform_drop(_params(fmt, np.float64)) == 0, fmt
     for why, fmt in NOT_ELIGIBLE.items():
-        assert _params(fmt, np.float32)[quantize.P_UNIFORM_DROP] == 0, why
+        assert table.uniform_drop(_params(fmt, np.float32)) == 0, why
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -77,13 +78,13 @@ def test_matches_bit_kernel(fmt, mode):
     checked = 0
     for xs in sweeps():
         params = _params(fmt, xs.dtype)
-        if not params[quantize.P_UNIFORM_DROP]:
+        if not table.uniform_drop(params):
             continue
         bits = BITS[xs.dtype]
-        uniform = choose.kernel_for(bits, bits, params, mode)
-        assert uniform is quantize.entry_point(quantize.UNIFORM_KERNELS[mode], bits, bits)
+        uniform = table.kernel_for(bits, bits, params, mode)
+        assert uniform is table.entry_point_of(loops.UNIFORM_KERNELS[mode], bits, bits)
         got = _run(uniform, xs, params, mode)
-        want = _run(quantize.round_array_for(bits, bits, params, mode), xs, params, mode)
+        want = _run(table.bit_level_kernel(bits, bits, params, mode), xs, params, mode)
         bad = np.flatnonzero(got.view(bits) != want.view(bits))
         assert bad.size == 0, (f"{fmt!r} on {xs.dtype}: {bad.size} differ, e.g. x={xs[bad[:4]]!r} "
                                f"uniform={got[bad[:4]]!r} bit kernel={want[bad[:4]]!r}")
@@ -93,8 +94,8 @@ def test_matches_bit_kernel(fmt, mode):
 
 def test_stochastic_equal_takes_the_bit_kernel():
     params = _params(rp.format("bfloat16"), np.float32)
-    assert choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC_EQUAL) is \
-        quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC_EQUAL)
+    assert table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC_EQUAL) is \
+        table.bit_level_kernel(np.int32, np.int32, params, layout.STOCHASTIC_EQUAL)
 
 
 def test_below_min_normal_without_subnormals():
@@ -118,9 +119,9 @@ def test_environment_does_not_matter():
         for context in (lambda: mxcsr_with(DENORMALS_ARE_ZERO | FLUSH_TO_ZERO),
                         lambda: rounding_direction(FE_UPWARD)):
             with context():
-                kernel = choose.kernel_for(np.int32, np.int32, params, quantize.NEAREST)
+                kernel = table.kernel_for(np.int32, np.int32, params, layout.NEAREST)
                 got = rp.round(xs, fmt)
-            assert kernel is quantize.entry_point(quantize.UNIFORM_KERNELS[quantize.NEAREST], np.int32, np.int32)
+            assert kernel is table.entry_point_of(loops.UNIFORM_KERNELS[layout.NEAREST], np.int32, np.int32)
             np.testing.assert_array_equal(got.view(np.int32), want.view(np.int32), err_msg=repr(fmt))
 
 
@@ -129,11 +130,11 @@ STOCHASTIC_FORMATS = [rp.format("bfloat16"), rp.format("tf32"), rp.FloatFormat(8
 
 def test_stochastic_eligibility():
     for fmt in STOCHASTIC_FORMATS:
-        assert _params(fmt, np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 1, fmt
-        assert _params(fmt, np.float64)[quantize.P_STOCHASTIC_UNIFORM] == 0, fmt
+        assert table.stochastic_uniform(_params(fmt, np.float32)) == 1, fmt
+        assert table.stochastic_uniform(_params(fmt, np.float64)) == 0, fmt
     # a stochastic range that starts below min_normal (0 or min_normal drawn there)
-    assert _params(rp.FloatFormat(4, 3, subnormals=False), np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 0
-    assert _params(rp.format("e4m3"), np.float32)[quantize.P_STOCHASTIC_UNIFORM] == 0
+    assert table.stochastic_uniform(_params(rp.FloatFormat(4, 3, subnormals=False), np.float32)) == 0
+    assert table.stochastic_uniform(_params(rp.format("e4m3"), np.float32)) == 0
 
 
 @pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
@@ -141,7 +142,7 @@ def test_stochastic_matches_bit_kernel(fmt):
     """Every element draws the bits the bit-level kernel draws for it, for every
     rand_bits, key and offset (a counter that crosses a 2**32 boundary too)."""
     params = _params(fmt, np.float32)
-    uniform = choose.kernel_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert uniform is quantize.entry_point(quantize.UNIFORM_KERNELS[quantize.STOCHASTIC], np.int32, np.int32)
-    bit_kernel = quantize.round_array_for(np.int32, np.int32, params, quantize.STOCHASTIC)
-    assert_same_stochastic(uniform, bit_kernel, params, quantize.STOCHASTIC, repr(fmt))
+    uniform = table.kernel_for(np.int32, np.int32, params, layout.STOCHASTIC)
+    assert uniform is table.entry_point_of(loops.UNIFORM_KERNELS[layout.STOCHASTIC], np.int32, np.int32)
+    bit_kernel = table.bit_level_kernel(np.int32, np.int32, params, layout.STOCHASTIC)
+    assert_same_stochastic(uniform, bit_kernel, params, layout.STOCHASTIC, repr(fmt))

@@ -16,7 +16,7 @@ holding more than a few of them to the general loop (3 to 6 times slower):
 
 Each kernel that rounds an array, as the public API picks it and as the
 bit-level kernel, must give bit for bit what the general loop alone
-(``quantize.round_general``, which the oracle tests hold to exact arithmetic)
+(``loops.round_general``, which the oracle tests hold to exact arithmetic)
 gives, in every mode, on sweeps interleaved with +0 and -0 and sorted by
 magnitude (so that most blocks lie inside the fast range but for the zeros).
 """
@@ -24,7 +24,8 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels import choose, quantize
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu import loops, table
 from sweeps import float32_sweep, float64_sweep, kernel_setup, run_kernel
 
 FORMATS = [
@@ -34,9 +35,9 @@ FORMATS = [
     rp.FloatFormat(11, 10),  # float64's exponent range: its spacing 2**-1032 is below 2**-978
     rp.FixedFormat(8, 8), rp.FixedFormat(16, 16), rp.FixedFormat(3, 5, signed=False),
 ]
-MODES = {"nearest": quantize.NEAREST, "nearest_away": quantize.NEAREST_AWAY, "toward_zero": quantize.TOWARD_ZERO,
-         "up": quantize.UP, "down": quantize.DOWN, "odd": quantize.ODD, "stochastic": quantize.STOCHASTIC,
-         "stochastic_equal": quantize.STOCHASTIC_EQUAL}
+MODES = {"nearest": layout.NEAREST, "nearest_away": layout.NEAREST_AWAY, "toward_zero": layout.TOWARD_ZERO,
+         "up": layout.UP, "down": layout.DOWN, "odd": layout.ODD, "stochastic": layout.STOCHASTIC,
+         "stochastic_equal": layout.STOCHASTIC_EQUAL}
 DRAWS = ((64, 0x5EED, 0), (7, 99, 3), (33, 2**40 + 1, 2**32 - 5000))  # (rand_bits, key, offset)
 
 
@@ -81,14 +82,14 @@ def _run(xs, fmt, mode, kernel_of, draw):
 
 
 def _general(source_bits, target_bits, params, mode, fast_params):
-    return quantize.entry_point(quantize.round_general, source_bits, target_bits)
+    return table.entry_point_of(loops.round_general, source_bits, target_bits)
 
 
 def _bit_kernel(source_bits, target_bits, params, mode, fast_params):
-    return quantize.round_array_for(source_bits, target_bits, params, mode)
+    return table.bit_level_kernel(source_bits, target_bits, params, mode)
 
 
-KERNELS = {"chosen": choose.kernel_for, "bit-level": _bit_kernel}
+KERNELS = {"chosen": table.kernel_for, "bit-level": _bit_kernel}
 
 
 def _picked(xs, fmt, mode, kernel_of):
@@ -105,7 +106,7 @@ def assert_kernels_match_general(xs, fmt, mode, mode_name, draw, label) -> int:
     checked = 0
     for kernel_name, kernel_of in KERNELS.items():
         if kernel_name == "bit-level" and (_picked(xs, fmt, mode, _bit_kernel)
-                                           is _picked(xs, fmt, mode, choose.kernel_for)):
+                                           is _picked(xs, fmt, mode, table.kernel_for)):
             continue  # the API's kernel, just checked
         got = _run(xs, fmt, mode, kernel_of, draw)
         bits = np.int64 if got.dtype == np.float64 else np.int32
@@ -130,24 +131,24 @@ def test_zeros_in_fast_loops_match_the_general_loop(fmt, dtype):
 
 
 def _loop_kernel(loop, mode):
-    return {quantize.BITS_LOOP: quantize.MODE_KERNELS[mode], quantize.UNIFORM_LOOP: quantize.UNIFORM_KERNELS[mode],
-            quantize.SPLIT_LOOP: quantize.round_stochastic_split, quantize.SCALED_LOOP: quantize.round_scaled_stochastic,
-            quantize.HALVES_LOOP: quantize.round_stochastic_halves,
-            quantize.HALVES_ZERO_LOOP: quantize.round_stochastic_halves_from_zero}[loop]
+    return {loops.BITS_LOOP: loops.MODE_KERNELS[mode], loops.UNIFORM_LOOP: loops.UNIFORM_KERNELS[mode],
+            loops.SPLIT_LOOP: loops.round_stochastic_split, loops.SCALED_LOOP: loops.round_scaled_stochastic,
+            loops.HALVES_LOOP: loops.round_stochastic_halves,
+            loops.HALVES_ZERO_LOOP: loops.round_stochastic_halves_from_zero}[loop]
 
 
 @pytest.mark.parametrize("fmt, mode, dtype, loop", [
-    ("bfloat16", "nearest", np.float32, quantize.UNIFORM_LOOP),
-    ("tf32", "up", np.float32, quantize.UNIFORM_LOOP),
-    ("bfloat16", "stochastic", np.float32, quantize.UNIFORM_LOOP),
-    ("e4m3", "stochastic", np.float32, quantize.SPLIT_LOOP),
-    ("float8_e4m3fnuz", "stochastic", np.float32, quantize.BITS_LOOP),
-    (rp.FloatFormat(6, 9, subnormals=False), "stochastic", np.float32, quantize.SPLIT_LOOP),
-    ("q8.8", "stochastic", np.float32, quantize.SCALED_LOOP),
-    ("q16.16", "stochastic", np.float32, quantize.SCALED_LOOP),
-    ("float16", "stochastic", np.float64, quantize.HALVES_ZERO_LOOP),
-    ("float8_e4m3fnuz", "stochastic", np.float64, quantize.HALVES_ZERO_LOOP),  # from 0: the kernel picked
-    ("bfloat16", "stochastic", np.float64, quantize.HALVES_LOOP),
+    ("bfloat16", "nearest", np.float32, loops.UNIFORM_LOOP),
+    ("tf32", "up", np.float32, loops.UNIFORM_LOOP),
+    ("bfloat16", "stochastic", np.float32, loops.UNIFORM_LOOP),
+    ("e4m3", "stochastic", np.float32, loops.SPLIT_LOOP),
+    ("float8_e4m3fnuz", "stochastic", np.float32, loops.BITS_LOOP),
+    (rp.FloatFormat(6, 9, subnormals=False), "stochastic", np.float32, loops.SPLIT_LOOP),
+    ("q8.8", "stochastic", np.float32, loops.SCALED_LOOP),
+    ("q16.16", "stochastic", np.float32, loops.SCALED_LOOP),
+    ("float16", "stochastic", np.float64, loops.HALVES_ZERO_LOOP),
+    ("float8_e4m3fnuz", "stochastic", np.float64, loops.HALVES_ZERO_LOOP),  # from 0: the kernel picked
+    ("bfloat16", "stochastic", np.float64, loops.HALVES_LOOP),
 ], ids=str)
 def test_relu_data_stay_in_the_fast_loop(fmt, mode, dtype, loop):
     """Half zeros (ReLU activations) send no block to the general loop: by the
@@ -160,10 +161,10 @@ def test_relu_data_stay_in_the_fast_loop(fmt, mode, dtype, loop):
     relu = np.maximum(x, 0).astype(dtype)
     assert np.count_nonzero(relu == 0) > 9_000
     _, _, fast_params, source_bits, target_bits, _ = kernel_setup(relu.dtype, fmt, _policy(fmt))
-    chosen = _picked(relu, fmt, mode, choose.kernel_for)
-    assert chosen is quantize.entry_point(_loop_kernel(loop, mode), source_bits, target_bits)
-    low, high, zero_ok = quantize.loop_range(fast_params, mode, loop)
+    chosen = _picked(relu, fmt, mode, table.kernel_for)
+    assert chosen is table.entry_point_of(_loop_kernel(loop, mode), source_bits, target_bits)
+    low, high, zero_ok = loops.loop_range(fast_params, mode, loop)
     bits = relu.view(source_bits)
-    assert quantize.count_irregular(bits, low, high, fast_params, zero_ok) == 0
+    assert loops.count_irregular(bits, low, high, fast_params, zero_ok) == 0
     # and the zeros are what needed it: below the range's low end, or the low end 0
-    assert low == 0 or quantize.count_irregular(bits, low, high, fast_params, False) == np.count_nonzero(relu == 0)
+    assert low == 0 or loops.count_irregular(bits, low, high, fast_params, False) == np.count_nonzero(relu == 0)

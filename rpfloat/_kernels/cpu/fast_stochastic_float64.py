@@ -5,7 +5,7 @@ and float6 formats, FloatFormat(6, 9)).
 Those formats keep none of a float64's low 32-bit word: from one spacing up
 the bits dropped are ``drop = max(drop_min, drop_offset - exponent field)`` with
 ``32 <= drop <= 52``, so the rounded magnitude is ``(a + B) & ~(2**drop - 1)``
-(``quantize.fast_round_bits``: a the magnitude, B the random bias, the top
+(``fast_bits.fast_round_bits``: a the magnitude, B the random bias, the top
 `drop` bits of the 64-bit random number R with those beyond its top
 `rand_bits` cleared) and its low word is 0. Its high word comes from the
 halves alone, with ``d = drop - 32`` and R' = R so masked::
@@ -17,22 +17,22 @@ halves alone, with ``d = drop - 32`` and R' = R so masked::
 
 Every value in the loop is 32 bits wide, so that AVX-512 rounds sixteen
 elements per vector (eight for the 64-bit loop), and both halves of R are
-mixed in the loop itself, in the same lanes (``random.weyl_halves``), where the
+mixed in the loop itself, in the same lanes (``stream.weyl_halves``), where the
 64-bit loop mixes them a block ahead. The results are the 64-bit loop's, bit
 for bit, and the tests hold both to each other and to the documented stream.
 
 The loop covers magnitudes from one spacing (the 64-bit fast path also takes
 some below it) to the format's largest value, narrowed to what the high words
 alone can tell: from a multiple of 2**32 to one below a multiple of 2**32
-(``quantize.fast_bounds``). In that range no result is 0 (the smallest is one
+(``loops.fast_bounds``). In that range no result is 0 (the smallest is one
 spacing), none overflows, and no input is inf or NaN (the variant below widens
 it down to 0).
 
 Its variant from 0 up (`round_block_from_zero`, kernel
-``quantize.round_stochastic_halves_from_zero``: formats whose spacing q below
-min_normal is at least 2**-32, ``quantize.halves_from_zero``) rounds the
+``loops.round_stochastic_halves_from_zero``: formats whose spacing q below
+min_normal is at least 2**-32, ``table.halves_from_zero``) rounds the
 magnitudes below one spacing too, onto 0 or q, as the split loop does for
-float32 data (``scaled_random``): with F = ``floor(|x| / q * 2**32)`` and X the
+float32 data (``fast_stochastic_float32``): with F = ``floor(|x| / q * 2**32)`` and X the
 high random word (masked), the step is up iff ``F + X >= 2**32`` wherever the
 sum is not ``2**32 - 1``, the one case the low words decide. In 31 bits, as
 signed words (``G = F >> 1``, ``H = X >> 1``): up iff the int32 sum G + H is
@@ -40,21 +40,18 @@ negative, its sign bit selecting the result, and undecided where it is
 0x7FFFFFFF (about once in 2**31 elements; never with at most 31 random bits,
 where X is even), which sends the block to the general loop. The variant is
 valid wherever q is at least 2**-990 (`below_one_spacing`); the kernel takes it
-from 2**-32 up. Raw N(0, 1) data put 0.16% of their values below e4m3's
-spacing (2**-9), enough to send nearly every block through the range check's
-general pass: the call took 1.5 times as long as the same data without them;
-onto e5m2 (2**-16), data of scale 1e-3 took 2.4 times as long. The loop takes
-79 AVX2 instructions per 8 elements where the other takes 67 (llvm-mca: 22.9
-and 21.2 cycles; measured, 1.08-1.11 times the time on data without values
-below one spacing), so formats whose spacing lies below ordinary data's
-magnitudes (bfloat16, tf32, FloatFormat(6, 9): 2**-133, 2**-136, 2**-39) keep
-the other.
+from 2**-32 up: onto coarse formats ordinary data put values below one
+spacing (0.16% of N(0, 1) below e4m3's 2**-9), enough to send nearly every
+block of the other loop through the range check's general pass. The variant
+takes a few more instructions per element, so formats whose spacing lies below
+ordinary data's magnitudes (bfloat16, tf32, FloatFormat(6, 9): 2**-133,
+2**-136, 2**-39) keep the other.
 """
 import numpy as np
 from numba import njit
 
-from ._bits import HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_xor, hidden_zero, shift_left, shift_right, wrapping_add
-from .random import WEYL_32, weyl_halves
+from ..core.bits import HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_xor, hidden_zero, shift_left, shift_right, wrapping_add
+from ..core.stream import WEYL_32, weyl_halves
 
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 SIGN_32 = np.int32(-(2**31))
@@ -133,7 +130,7 @@ def _block_loop(from_zero):
                     mask_high, mask_low, all_ones, quantum_high):
         """Round float64 elements given and written as 32-bit words (`source_words`,
         `target_words`: int32 views of float64 arrays, two words per element), the
-        first drawing random number `weyl` (``random.weyl_bits``), the next ones the
+        first drawing random number `weyl` (``stream.weyl_bits``), the next ones the
         numbers after it. Returns the smallest and largest range magnitude (the high
         words, masked with the high word of `range_mask`) for the caller's range
         check, a zero range magnitude counted as `zero_as` (an int32).
@@ -197,5 +194,5 @@ round_block_from_zero = _block_loop(True)
 @njit(**NUMBA_OPTIONS)
 def opaque_all_ones(rand_bits):
     """0xFFFFFFFF as a uint32, from `rand_bits` (1 to 64) so that the compiler cannot
-    see its value (``_bits.hidden_zero``)."""
+    see its value (``bits.hidden_zero``)."""
     return bit_xor(np.uint32(0xFFFFFFFF), hidden_zero(rand_bits))

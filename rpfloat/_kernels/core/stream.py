@@ -26,7 +26,7 @@ whose n-th output is ``mix(seed + (n + 1) * GAMMA)``, derives the per-segment ke
 import numpy as np
 from numba import njit
 
-from ._bits import NUMBA_OPTIONS, bit_xor, shift_left, shift_right, wrapping_add, wrapping_mul
+from .bits import NUMBA_OPTIONS, bit_xor, shift_left, shift_right, wrapping_add, wrapping_mul
 
 GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)
 MIX_MUL_1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -121,7 +121,7 @@ def keyed_weyl(keys, weyl):
 def loop_constants(hidden):
     """``(multipliers, weyl_step)`` for `keyed_bits` in a loop: MULTIPLIERS and
     WEYL_32, each xor `hidden`, a zero the compiler cannot see
-    (``_bits.hidden_zero``), so that the loop keeps them as values."""
+    (``bits.hidden_zero``), so that the loop keeps them as values."""
     return (((bit_xor(MIX_A[0], hidden), bit_xor(MIX_A[1], hidden)),
              (bit_xor(MIX_B[0], hidden), bit_xor(MIX_B[1], hidden))), bit_xor(WEYL_32, hidden))
 
@@ -154,7 +154,7 @@ def random_bits(key, index):
     return counter_bits(segment_keys(key, index >> U32_32), np.uint32(index & LOW_32))
 
 
-# Which bits of a random number count: its top `rand_bits` (SPEC's r).
+# Which bits of a random number count: its top `rand_bits` (the r of rand_bits).
 
 
 @njit(**NUMBA_OPTIONS)

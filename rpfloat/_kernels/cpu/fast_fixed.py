@@ -14,31 +14,28 @@ instructions are IEEE 754's roundToIntegral in these four directions (none
 depends on the thread's rounding mode), and the clamped k has at most
 carrier_man_bits + 1 bits, so that k * 2**-frac_bits (a normal number: 2**-frac_bits
 is one) is exact. NaN keeps its bits (those of the float64 of the float32 where
-float32 data round into float64, as on the general path). The loop takes about
-12 AVX2 instructions per 8 float32 elements (26 for float32 data into a float64
-result), where the bit-level kernel (``quantize``) takes 50 to 65; the figures
-are in benchmarks/RESULTS.md.
+float32 data round into float64, as on the general path). The loop is a few
+instructions per element, a fraction of the bit-level kernel's (``loops``).
 
 One condition is outside the kernel's arguments: the thread's floating-point
 unit must keep subnormal numbers (flush-to-zero and denormals-are-zero off, as
 they are unless some library in the process turns them on). Under
 denormals-are-zero a subnormal x would scale to 0 and round up or down wrongly.
-``choose.kernel_for`` checks that on every call, in the thread that runs the
-kernel, and otherwise gives the bit-level kernel, which works on integers.
+The kernel table (``table``) checks that on every call, in the thread that runs
+the kernel, and otherwise gives the bit-level kernel, which works on integers.
 
-``rpfloat._params`` sets the parameter ``scaled`` where the format qualifies
-(`quantize.P_SCALED`); ``choose.kernel_for`` then gives `round_scaled` for
-these four modes, whose signatures are those of the other kernels (it reads
-`params` only).
+The table's condition ``table.scaled`` says where a format qualifies; the table
+then gives `round_scaled` for these four modes, whose signatures are those of
+the other kernels (it reads `params` only).
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._bits import (
+from ..core.bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, round_half_even,
 )
-from .quantize import DOWN, NEAREST, P_SCALE_BITS, P_SIGNED, P_WORD_BITS, TOWARD_ZERO, UP
+from ..core.layout import DOWN, NEAREST, P_SCALE_BITS, P_SIGNED, P_WORD_BITS, TOWARD_ZERO, UP
 
 SCALED_MODES = (NEAREST, UP, DOWN, TOWARD_ZERO)
 
@@ -61,7 +58,7 @@ def _to_carrier(bits, target):
 
 def result_view(target):
     """`target` as carrier bits: a widening kernel's target arrives as uint32
-    pairs (see ``quantize.store_fast``), viewed here as the int64 bits of its
+    pairs (see ``loops.store_fast``), viewed here as the int64 bits of its
     float64 values."""
     raise NotImplementedError("result_view runs inside numba kernels only")
 

@@ -1,11 +1,10 @@
 """Stochastic rounding onto fixed point by scaling: the element function of the
-fast loop of kernel ``quantize.round_scaled_stochastic``, for float32 data; and
+fast loop of kernel ``loops.round_scaled_stochastic``, for float32 data; and
 the same below min_normal for floating-point formats, whose spacing is fixed
 there (the smallest subnormal's, or without subnormals min_normal, between 0 and
-min_normal: `split_stochastic`, kernel ``quantize.round_stochastic_split``: from
-min_normal up it rounds as ``uniform.stochastic_uniform``, with one bit count;
-in cache it takes 0.85-0.91 of the bit-level loop's time, and for
-FloatFormat(6, 9, subnormals=False) in memory 0.78).
+min_normal: `split_stochastic`, kernel ``loops.round_stochastic_split``: from
+min_normal up it rounds as ``fast_same_drop.stochastic_uniform``, with one bit
+count).
 
 For a fixed-point format with spacing ``2**-frac_bits`` the magnitude of x
 scales to ``a = |x| * 2**frac_bits`` (exact: a power of two), whose integer part
@@ -13,7 +12,7 @@ scales to ``a = |x| * 2**frac_bits`` (exact: a power of two), whose integer part
 lemma for a >= 1). The rounded magnitude is ``k + 1`` with the spec's
 probability ``floor(frac * 2**r) / 2**r`` (r = `rand_bits`), that is, with D the
 complement of the high half of the element's 64-bit random number (as
-``quantize`` draws it for float32 data; the low half only matters beyond the
+``loops`` draws it for float32 data; the low half only matters beyond the
 fraction's last bit) and T = ``frac * 2**32``::
 
     up  iff  (D & M) < (T & M),   M: the top min(r, 32) bits of a word
@@ -38,12 +37,12 @@ Below 2**-8, T is no longer exact: the high word decides the step wherever
 words), and leaves it undecided where they are equal, about once in 2**31
 elements, but only with more than 31 random bits: with fewer, M keeps neither
 D's last bit nor T's, so ``D >> 1 == X`` means ``D & M == T & M``, no step, as
-the sum says. The split loop's variant from 0 up (``quantize.split_from_zero``:
+the sum says. The split loop's variant from 0 up (``table.split_from_zero``:
 float6, float4 and the like, onto which raw data put a share of values below
 2**-8 spacings) flags those (`stochastic_count`'s `tied`) and gives their block
-to the general loop. The flag costs the loop two instructions, 3-10% of its
-time, so the other formats keep the range from 2**-8 up and send what lies
-below to the general loop.
+to the general loop. The flag costs the loop two instructions, so the other
+formats keep the range from 2**-8 up and send what lies below to the general
+loop.
 
 The result ``k * 2**-frac_bits`` (or ``(k + 1) * 2**-frac_bits``) is exact: k + 1
 fits the significand wherever a has a fraction, and a has none from 2**23 up.
@@ -53,29 +52,26 @@ returns k or k + 1 and `store_scaled` scales it and gives it x's sign. The loop
 takes |x| from the range check (the same operation) and x's sign as ``x ^ |x|``;
 into a float64 result (a widening kernel) the scaling joins the exponent's
 rebias, an integer addition. With fewer constants live, LLVM keeps them in
-registers rather than reload them each iteration (the reloads took shuffle
-ports): per 8 elements the loop takes 41 AVX2 instructions into a float32
-result and 47 into a float64 one, about 9.5 and 12.6 cycles in
-``llvm-mca -mcpu=znver3`` (before: 44 and 53, 10.6 and 13.8 cycles; measured,
-0.92 of their time). The bit-level kernel's loop takes 58 and 70.
+registers rather than reload them each iteration (the reloads take shuffle
+ports).
 
-The loop uses it where ``rpfloat._params`` sets the parameter ``scaled_random``
-(fixed point, no wrap-around, a float32 carrier, ``2**+-frac_bits`` normal
-numbers of it; ``choose.kernel_for`` picks the kernel). float64 data keep the
-bit-level kernel, faster there: AVX2 has no vector conversion of float64 to
-64-bit integers. The arithmetic is on floats, so the thread must keep subnormal
-numbers, as for ``scaled.round_scaled`` (``choose.kernel_for`` checks).
+The kernel table (``table``) gives the loop the formats of its conditions
+``table.scaled_random`` (fixed point, no wrap-around, a float32 carrier,
+``2**+-frac_bits`` normal numbers of it) and ``table.stochastic_split``. float64
+data keep the bit-level kernel, faster there: AVX2 has no vector conversion of
+float64 to 64-bit integers. The arithmetic is on floats, so the thread must keep
+subnormal numbers, as for ``fast_fixed.round_scaled`` (the table checks).
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ._bits import (
+from ..core.bits import (
     HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_and, bit_xor, bits_to_float32, float32_to_bits, float64_to_bits, shift_left,
     shift_right, wrapping_add,
 )
-from .random import top_bits_mask_32
-from .uniform import stochastic_uniform
+from ..core.stream import top_bits_mask_32
+from .fast_same_drop import stochastic_uniform
 
 SIGN_32 = np.int32(-(2**31))
 TWO_31 = np.float32(2.0**31)
@@ -89,7 +85,7 @@ TWENTY_NINE = np.uint32(29)
 @njit(**NUMBA_OPTIONS)
 def loop_two_31(hidden):
     """``2.0**31`` as a float32 value for `stochastic_count` in a loop, from
-    ``_bits.hidden_zero``."""
+    ``bits.hidden_zero``."""
     return bits_to_float32(bit_xor(float32_to_bits(TWO_31), np.int32(hidden)))
 
 

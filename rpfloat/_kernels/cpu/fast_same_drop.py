@@ -1,5 +1,5 @@
 """Rounding where every normal magnitude drops the same bits: the element
-functions of the fast loops of kernels ``quantize.UNIFORM_KERNELS`` (one per
+functions of the fast loops of kernels ``loops.UNIFORM_KERNELS`` (one per
 deterministic mode, and stochastic rounding of float32 data).
 
 Where the format has no subnormal numbers above the carrier's smallest normal
@@ -16,14 +16,14 @@ for the whole loop. The other deterministic modes add another bias (nearest
 away: ``2**(d - 1)``; toward zero: 0; up and down: 0 or ``2**d - 1`` by the
 sign), and round to odd sets the kept last bit where a dropped bit is set.
 Below fast_aligned_bits (formats without subnormals: below min_normal) the
-result is 0 or min_normal, as ``quantize.step_below`` decides. Where the
+result is 0 or min_normal, as ``core.element.step_below`` decides. Where the
 format's min_normal is the carrier's smallest normal and its spacing lies
 below it (bfloat16 and tf32 in float32: parameter ``uniform_from_zero``), the
 carrier's subnormals drop the same d bits, and the loops take every magnitude
 from 0 up (zeros and subnormals too), with nothing below.
 
 Stochastic rounding adds the spec's random bias instead, the top d bits of the
-element's random number (as ``quantize.stochastic_bias`` draws them: for
+element's random number (as ``fast_bits.stochastic_bias`` draws them: for
 float32 data its high word, the bits beyond the top ``rand_bits`` cleared)::
 
     r = (a + bias) & ~(2**d - 1)
@@ -31,33 +31,32 @@ float32 data its high word, the bits beyond the top ``rand_bits`` cleared)::
 which is the bit-level fast path's rounding from fast_aligned_bits up, where
 that path's stochastic range starts for these formats in float32.
 
-Per 8 float32 elements rounding to nearest takes 23 AVX2 instructions with the
-loop's range check, where ``quantize.fast_round_bits`` takes 39 (stochastic:
-about 30 with the random number, where it takes 58). It works on integers only, so it does
-not depend on the thread's floating-point environment.
+With one shift count for the whole loop this takes fewer instructions than
+``fast_bits.fast_round_bits``. It works on integers only, so it does not depend
+on the thread's floating-point environment.
 
-``rpfloat._params`` sets the parameter ``uniform_drop`` where it applies:
+The table's condition ``table.uniform_drop`` says where it applies:
 floating-point formats with -0, ``man_bits < carrier_man_bits``, a fast range,
 and the same bits dropped from fast_aligned_bits to the format's largest value;
-and ``stochastic_uniform`` where, in addition, the carrier is float32 and the
+and ``table.stochastic_uniform`` where, in addition, the carrier is float32 and the
 stochastic fast range starts at fast_aligned_bits: formats whose min_normal is
 float32's, 2**-126 (bfloat16, tf32, FloatFormat(8, m) for m < 23).
-``choose.kernel_for`` gives the kernels (not for stochastic_equal).
+The kernel table (``table``) gives the kernels (not for stochastic_equal).
 """
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._bits import NUMBA_OPTIONS, bit_and, bit_or, bit_xor, shift_left, shift_right, wrapping_add
-from ._modes import DOWN, NEAREST, NEAREST_AWAY, ODD, UP
-from .random import top_bits_mask_32
+from ..core.bits import NUMBA_OPTIONS, bit_and, bit_or, bit_xor, shift_left, shift_right, wrapping_add
+from ..core.layout import DOWN, NEAREST, NEAREST_AWAY, ODD, UP
+from ..core.stream import top_bits_mask_32
 
 U_32 = np.uint64(32)
 
 
 def uniform_round(bits, mode, drop, aligned, half_quantum, below_tie_up, quantum):
     """Carrier bits `bits` (int32 or int64) rounded in the deterministic `mode`
-    (a ``quantize`` mode number, a constant of the kernel), sign included, in the
+    (a ``loops`` mode number, a constant of the kernel), sign included, in the
     fast range of a format with the ``uniform_drop`` parameter: `drop` bits
     dropped from magnitude `aligned` up; below it `quantum` (one spacing) or 0.
     The other arguments are the parameters fast_drop_min, fast_aligned_bits,

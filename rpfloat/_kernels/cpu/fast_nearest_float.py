@@ -1,5 +1,5 @@
 """Rounding to nearest by adding a power of two: the element function of the fast
-loop of kernel ``quantize.round_nearest_by_adding``.
+loop of kernel ``loops.round_nearest_by_adding``.
 
 Where the format's spacing at a magnitude ``a`` is ``2**q``, the carrier (p =
 carrier_man_bits) computes::
@@ -18,30 +18,29 @@ exponent fields (a's field ``E``, P's field ``E_P``)::
     E_P = max(E + fast_drop_min, fast_drop_offset)
 
 the same two parameters that give the bit-level fast path the number of bits
-it drops (``quantize.fast_round_bits``: E_P = E + drop). ``a <= P`` holds from
+it drops (``fast_bits.fast_round_bits``: E_P = E + drop). ``a <= P`` holds from
 ``fast_drop_min >= 1`` (``man_bits < carrier_man_bits``) up, and below
 min_normal, where a < 2**(q_min + man_bits).
 
-Per 8 float32 elements that is an AND for the exponent field, an add and a
-max for P, a float add and subtract, and two operations for the sign: about 15
-AVX2 instructions with the loop's range check, where ``fast_round_bits`` takes
-about 40.
+Per element that is an AND for the exponent field, an add and a max for P, a
+float add and subtract, and two operations for the sign: fewer than
+``fast_bits.fast_round_bits`` needs.
 
-``rpfloat._params`` sets the parameter ``nearest_by_adding`` where it holds on
-the whole fast range: floating-point formats with subnormals and a signed zero,
+The table's condition ``table.nearest_by_adding`` says where it holds on the
+whole fast range: floating-point formats with subnormals and a signed zero,
 ``man_bits < carrier_man_bits``, whose spacing is never below the carrier's
 smallest normal (the fast range then starts at 0) and whose P stays finite up
 to the format's largest value. Elsewhere (bfloat16 in float32, whose largest
 values would need P beyond float32; formats without subnormals; formats
 without -0) the bit-level fast path runs. The addition rounds in the thread's
-rounding mode and must see subnormal inputs, so ``choose.kernel_for`` gives
-this kernel only where the thread rounds to nearest and keeps subnormals.
+rounding mode and must see subnormal inputs, so the kernel table (``table``)
+gives this kernel only where the thread rounds to nearest and keeps subnormals.
 """
 import numpy as np
 from numba import types
 from numba.extending import overload
 
-from ._bits import (
+from ..core.bits import (
     NUMBA_OPTIONS, bit_and, bit_or, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, wrapping_add,
 )
 

@@ -67,8 +67,8 @@ import math
 import numpy as np
 from numba import njit, types
 
-from ._bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
-from .quantize import (
+from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from ..core.layout import (
     DOWN,
     NEAREST_AWAY,
     ODD,
@@ -77,9 +77,9 @@ from .quantize import (
     STOCHASTIC_EQUAL,
     TOWARD_ZERO,
     UP,
-    round_bits,
 )
-from .random import random_bits
+from ..core.element import round_bits
+from ..core.stream import random_bits
 
 # Kinds of term for `accumulate`.
 SUM, PRODUCT, FUSED = range(3)

@@ -1,0 +1,1 @@
+"""Integer-only pieces that every backend compiles: no array loops, no CPU tricks."""

@@ -1,0 +1,1 @@
+"""The CPU backend: block loops over numba-compiled kernels, the kernel table, fast paths."""

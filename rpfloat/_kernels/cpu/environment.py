@@ -1,0 +1,51 @@
+"""The thread's floating-point environment, as the kernel table needs it.
+
+Some fast paths compute with the hardware's floating-point arithmetic. They give
+the bit-level kernels' results bit for bit, but only in the default
+environment: subnormal numbers kept (no flush-to-zero or denormals-are-zero,
+which some libraries turn on for the whole process) and, for rounding by
+adding, rounding to nearest (``fesetround``). The table (``table``) asks
+`environment` on every call, in the thread that runs the kernel.
+"""
+import numpy as np
+from numba import njit, types
+
+from ..core.bits import NUMBA_OPTIONS
+
+# `environment`'s flags
+KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST = 1, 2
+
+
+@njit(**NUMBA_OPTIONS)
+def environment_flags(smallest_subnormal, smallest_normal, one, half_ulp, three_quarters_ulp):
+    """The thread's floating-point environment as flags: KEEPS_SUBNORMALS where
+    ``2 * smallest_subnormal`` and ``smallest_normal / 2`` are positive (no
+    denormals-are-zero, no flush-to-zero), ROUNDS_TO_NEAREST where ``one +
+    half_ulp`` (a tie) rounds down to even and ``one + three_quarters_ulp`` up:
+    only rounding to nearest does both. Called with the numbers as arguments, so
+    that LLVM computes nothing at compile time."""
+    flags = 0
+    if min(smallest_subnormal * 2.0, smallest_normal * 0.5) > 0.0:
+        flags |= KEEPS_SUBNORMALS
+    if (one + half_ulp) - one == 0.0 and (one + three_quarters_ulp) - one > 0.0:
+        flags |= ROUNDS_TO_NEAREST
+    return flags
+
+
+_PROBE_ARGUMENTS = (
+    float(np.finfo(np.float64).smallest_subnormal), float(np.finfo(np.float64).smallest_normal),
+    1.0, 2.0**-53, 3 * 2.0**-54,
+)
+
+
+def environment():
+    """`environment_flags` of the calling thread."""
+    global _probe
+    if _probe is None:
+        signature = (types.float64,) * len(_PROBE_ARGUMENTS)
+        environment_flags.compile(signature)
+        _probe = environment_flags.overloads[signature].entry_point
+    return _probe(*_PROBE_ARGUMENTS)
+
+
+_probe = None  # environment_flags' compiled entry point, once looked up
