@@ -16,10 +16,13 @@ from ..core.element import (
 )
 from ..core.layout import (
     NEAREST, NEAREST_AWAY, ODD, P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_CARRIER_MAN_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_NO_NEGATIVE_ZERO, STOCHASTIC, TOWARD_ZERO, UP, DOWN,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_NO_NEGATIVE_ZERO, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP, DOWN,
 )
 from ..core.stream import top_bits_mask_32, top_bits_mask_64
 
+# the modes `fast_round_bits` decides (in mode-number order); a mode added to
+# core.element.round_bits alone takes the table's general loop
+FAST_BITS_MODES = (NEAREST, NEAREST_AWAY, TOWARD_ZERO, UP, DOWN, ODD, STOCHASTIC, STOCHASTIC_EQUAL)
 
 def stochastic_bias(template, random, width, rand_bits):
     """The top `width` bits of the uint64 `random` (0 <= width <= 25 for int32

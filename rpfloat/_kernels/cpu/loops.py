@@ -41,12 +41,12 @@ from ..core.layout import (
     P_BELOW_QUANTUM_BITS, P_BELOW_TIE_UP, P_CARRIER_MAN_BITS, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN,
     P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_RANGE_MASK,
     P_HALF_QUANTUM_BITS, P_MIN_NORMAL_BITS, P_NO_NEGATIVE_ZERO, P_SCALE_BITS, P_UNIFORM_FROM_ZERO, PARAMS_TYPE,
-    NEAREST, STOCHASTIC, STOCHASTIC_EQUAL,
+    NEAREST, STOCHASTIC,
 )
 from ..core.stream import (
     WEYL_32, counter_bits, fill_halves, keyed_bits, keyed_weyl, loop_constants, segment_keys, top_bits_mask_32,
 )
-from .fast_bits import fast_round_bits
+from .fast_bits import FAST_BITS_MODES, fast_round_bits
 from .fast_nearest_float import nearest_by_adding
 from .fast_same_drop import stochastic_uniform, uniform_round
 from .fast_stochastic_float32 import loop_two_31, split_stochastic, stochastic_count, store_scaled, widening_rebias
@@ -518,7 +518,7 @@ def _kernel(mode_constant, general, fast_loop=BITS_LOOP):
     return round_array
 
 
-MODE_KERNELS = tuple(_kernel(mode, False) for mode in range(STOCHASTIC_EQUAL + 1))  # by mode number
+MODE_KERNELS = tuple(_kernel(mode, False) for mode in FAST_BITS_MODES)  # by mode number
 round_general = _kernel(-1, True)
 round_stochastic_halves = _kernel(STOCHASTIC, False, HALVES_LOOP)
 round_scaled_stochastic = _kernel(STOCHASTIC, False, SCALED_LOOP)
@@ -539,5 +539,3 @@ def entry_point(kernel, source_bits, target_bits):
 
 
 _SIGNATURE_INDEX = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}
-_ENTRY_POINTS = {}  # (mode, -1 for round_general or -2 for round_stochastic_halves; source bits;
-                   #  target bits) -> compiled entry point

@@ -10,10 +10,11 @@ and whose environment the thread has wins. The last rows work on integers alone
 and take every call that the rows above leave, in any environment.
 
 Adding a fast path is a file in this package and a row here; the tests run
-every row against the bit-level kernel (``tests/test_kernel_table.py``).
-Adding a rounding mode is a number in ``rpfloat.modes.Mode``, its decision in
-``core.element.round_bits`` (and in the fast paths that serve it), and its
-kernel in the last row (`MODE_KERNELS`).
+every row against the general loop (``tests/test_kernel_table.py``). Adding a
+rounding mode is a number in ``rpfloat.modes.Mode`` (with its spellings), a name
+for it in ``core.layout`` and its decision in ``core.element.round_bits``: the
+last row, the general loop, serves every mode; a fast path serves a mode once
+its row lists it.
 
 Every kernel is called as ``kernel(source, target, fast_params, params, mode,
 key, offset, rand_bits)``: element ``i`` of `source` (carrier bits) goes to
@@ -38,6 +39,7 @@ from ..core.layout import (
     P_WORD_BITS, STOCHASTIC,
 )
 from .environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
+from .fast_bits import FAST_BITS_MODES
 from .fast_fixed import SCALED_MODES, round_scaled
 from .fast_stochastic_float64 import MIN_DROP
 from .loops import (
@@ -81,6 +83,11 @@ class Row(NamedTuple):
 def _by_mode(kernel, modes):
     """`kernel` at the positions of `modes` in a tuple indexed by mode number."""
     return tuple(kernel if mode in modes else None for mode in ALL_MODES)
+
+
+def _by_mode_number(kernels, modes):
+    """``kernels[i]``, the kernel of ``modes[i]``, at the position of that mode."""
+    return tuple(kernels[modes.index(mode)] if mode in modes else None for mode in ALL_MODES)
 
 
 def _fixed(params):
@@ -164,7 +171,7 @@ def split_from_zero(params):
 
 def general(params):
     """Formats whose min_normal is a carrier subnormal, and fixed-point wrap-around:
-    the bit-level loop with the rare paths of round_bits, and no fast path."""
+    only the loop without a fast path (the rare paths of round_bits) takes them."""
     return params[P_DEEP] != 0 or params[P_OVERFLOW] == OVERFLOW_WRAP
 
 
@@ -198,15 +205,18 @@ ROWS = (
     Row("scaled_random", _by_mode(round_scaled_stochastic, STOCHASTIC_ONLY), ANY_CARRIERS,
         KEEPS_SUBNORMALS, scaled_random, True),
     Row("scaled", _by_mode(round_scaled, SCALED_MODES), ANY_CARRIERS, KEEPS_SUBNORMALS, scaled, False),
-    # bit-level kernels, any environment: the rare formats, float64 data in 32-bit
-    # words (fast_stochastic_float64), and the kernel of every mode (fast_bits)
-    Row("general", (round_general,) * len(ALL_MODES), ANY_CARRIERS, 0, general, False),
+    # bit-level kernels, any environment: float64 data in 32-bit words
+    # (fast_stochastic_float64), the fast path of every format (fast_bits), and the
+    # loop without a fast path, where round_bits decides every element: the rare
+    # formats, and any mode that no fast path knows
     Row("stochastic_halves_from_zero", _by_mode(round_stochastic_halves_from_zero, STOCHASTIC_ONLY), FLOAT64_DATA,
         0, halves_from_zero, False),
     Row("stochastic_halves", _by_mode(round_stochastic_halves, STOCHASTIC_ONLY), FLOAT64_DATA, 0, halves, False),
-    Row("bits", MODE_KERNELS, ANY_CARRIERS, 0, lambda params: True, False),
+    Row("bits", _by_mode_number(MODE_KERNELS, FAST_BITS_MODES), ANY_CARRIERS, 0, lambda params: not general(params),
+        False),
+    Row("general", (round_general,) * len(ALL_MODES), ANY_CARRIERS, 0, lambda params: True, False),
 )
-BIT_LEVEL = [row.name for row in ROWS].index("general")  # ROWS[BIT_LEVEL:] need no environment
+BIT_LEVEL = [row.name for row in ROWS].index("stochastic_halves_from_zero")  # ROWS[BIT_LEVEL:]: no environment
 # every array kernel of the table, once (the cache test loads each)
 KERNELS = tuple(dict.fromkeys(kernel for row in ROWS for kernel in row.kernels if kernel is not None))
 
