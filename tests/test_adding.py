@@ -74,6 +74,7 @@ def test_eligibility():
     assert table.nearest_by_adding(kernel_params(rp.format("e4m3"), np.dtype(np.float32), "nan")) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", ELIGIBLE + [rp.format("bfloat16"), rp.FloatFormat(9, 3)], ids=repr)
 def test_matches_bit_kernel(fmt):
     checked = 0

@@ -48,6 +48,7 @@ def _same_bits(got, expected):
     assert mismatch.size == 0, (got[~got_nan][mismatch[:5]], expected[~expected_nan][mismatch[:5]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ML_PRESETS)
 def test_round_matches_ml_dtypes_on_every_pattern(name, sweep):
     ml_type = getattr(ml_dtypes, name)
@@ -63,6 +64,7 @@ def test_round_matches_ml_dtypes_on_every_pattern(name, sweep):
     _same_bits(got, expected)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ML_PRESETS)
 def test_encode_matches_ml_dtypes_codes(name, sweep):
     ml_type = getattr(ml_dtypes, name)
@@ -76,6 +78,7 @@ def test_encode_matches_ml_dtypes_codes(name, sweep):
     assert mismatch.size == 0, (x[mismatch[:5]], got[mismatch[:5]], expected[mismatch[:5]])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ML_PRESETS)
 def test_decode_matches_ml_dtypes_on_every_code(name):
     ml_type = getattr(ml_dtypes, name)
@@ -86,6 +89,7 @@ def test_decode_matches_ml_dtypes_on_every_code(name):
     _same_bits(rp.decode(codes, name), expected)
 
 
+@pytest.mark.slow
 def test_float16_preset_matches_numpy_cast(sweep):
     with np.errstate(over="ignore"):
         expected = sweep.astype(np.float16)
@@ -93,6 +97,7 @@ def test_float16_preset_matches_numpy_cast(sweep):
     _same_bits(got.astype(np.float32), expected.astype(np.float32))
 
 
+@pytest.mark.slow
 def test_unbounded_exponent_float32_is_bfloat16(sweep):
     got = rp.round(sweep, rp.FloatFormat(None, 7))
     with np.errstate(invalid="ignore"):
@@ -100,6 +105,7 @@ def test_unbounded_exponent_float32_is_bfloat16(sweep):
     _same_bits(got, expected)
 
 
+@pytest.mark.slow
 def test_unbounded_exponent_float16_is_e5m2():
     x = np.arange(2**16, dtype=np.uint16).view(np.float16)
     got = rp.round(x, rp.FloatFormat(None, 2))

@@ -165,6 +165,7 @@ def _points_between(values: np.ndarray, fmt, fractions):
     return np.concatenate([points, -points])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp_bits", range(1, 6))
 def test_values_match_oracle_decoding(exp_bits):
     for fmt in small_float_formats(exp_range=[exp_bits]):
@@ -176,6 +177,7 @@ def test_values_match_oracle_decoding(exp_bits):
         assert np.count_nonzero(got == 0) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp_bits", range(1, 6))
 def test_representable_values_are_unchanged(exp_bits):
     for fmt in small_float_formats(exp_range=[exp_bits]):
@@ -191,6 +193,7 @@ def test_representable_values_are_unchanged(exp_bits):
                                   context=f"{fmt!r} {mode} {policy}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp_bits", range(1, 6))
 def test_every_midpoint_matches_oracle(exp_bits):
     """Ties (and points just off them) in the tie-sensitive modes, default policy."""
@@ -201,6 +204,7 @@ def test_every_midpoint_matches_oracle(exp_bits):
             check_round(xs, fmt, mode)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp_bits", range(1, 6))
 def test_points_between_values_match_oracle(exp_bits):
     """0.3 and 0.7 of the way between neighbours, in every deterministic mode."""
@@ -315,6 +319,7 @@ def _quiet(xs, dtype):
         return np.asarray(xs).astype(dtype)
 
 
+@pytest.mark.slow
 def test_unbounded_exponent_float32_is_bfloat16():
     high = np.arange(0, 0x10000, dtype=np.uint32)
     low = np.array([0x0000, 0x0001, 0x7FFF, 0x8000, 0x8001, 0xFFFF, 0x1234], dtype=np.uint32)
@@ -326,6 +331,7 @@ def test_unbounded_exponent_float32_is_bfloat16():
     assert rp.round(np.float32(3.4e38), rp.FloatFormat(None, 7)) == np.inf
 
 
+@pytest.mark.slow
 def test_unbounded_exponent_float16_is_e5m2():
     xs = np.arange(0x10000, dtype=np.uint32).astype(np.uint16).view(np.float16)
     got = rp.round(xs, rp.FloatFormat(None, 2))
@@ -355,6 +361,7 @@ def small_fixed_formats():
                 yield rp.FixedFormat(int_bits, word - int_bits, signed=signed)
 
 
+@pytest.mark.slow
 def test_fixed_point_exhaustive():
     for fmt in small_fixed_formats():
         kmin, kmax = fixed_range(fmt)
@@ -412,6 +419,7 @@ def test_encode_matches_oracle(data):
                       xs, context=f"decode(encode(x)) vs round(x) for {fmt!r} {mode!r} {overflow!r}")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("exp_bits", range(1, 6))
 def test_decode_every_code(exp_bits):
     for fmt in small_float_formats(exp_range=[exp_bits], man_range=range(0, 6 - exp_bits // 2)):

@@ -51,6 +51,7 @@ def _uses_scaled(fmt, dtype) -> bool:
     return bool(table.scaled(params))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", SCALED_MODES)
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
 def test_scaled_kernel_matches_bit_kernel(fmt, mode):
@@ -107,6 +108,7 @@ def _scaled_random(fmt, dtype) -> bool:
     return bool(table.scaled_random(params))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
 def test_scaled_stochastic_matches_bit_kernel(fmt):
     """Bit for bit the bit-level kernel's results, NaN payloads included, with the
@@ -283,6 +285,7 @@ def test_split_eligibility():
         assert table.stochastic_split(_split_params(fmt)) == 0, fmt
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", SPLIT_FORMATS, ids=repr)
 def test_split_stochastic_matches_bit_kernel(fmt):
     """Every element draws the bits the bit-level kernel draws for it, for every

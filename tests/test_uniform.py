@@ -71,6 +71,7 @@ def test_eligibility():
         assert table.uniform_drop(_params(fmt, np.float32)) == 0, why
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt", ELIGIBLE + FLOAT32_ONLY, ids=repr)
 def test_matches_bit_kernel(fmt, mode):
@@ -137,6 +138,7 @@ def test_stochastic_eligibility():
     assert table.stochastic_uniform(_params(rp.format("e4m3"), np.float32)) == 0
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("fmt", STOCHASTIC_FORMATS, ids=repr)
 def test_stochastic_matches_bit_kernel(fmt):
     """Every element draws the bits the bit-level kernel draws for it, for every
