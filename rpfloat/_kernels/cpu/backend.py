@@ -159,14 +159,18 @@ def _round_range(source, target, plan, key, offset, start, stop):
 
 def _kernel_for(plan, source_bits, widening):
     """The entry point of the table's kernel for `plan` and `source_bits` data into
-    its carrier (a widening kernel where `widening`); the candidates are chosen
-    once per plan, the environment checked on every call, in this thread."""
+    its carrier (a widening kernel where `widening`). The candidates are chosen
+    once per plan; where the first needs no floating-point environment its entry
+    point is kept, else the environment is checked on every call, in this thread."""
     memo = (source_bits, widening)
-    candidates = plan.kernels.get(memo)
-    if candidates is None:
-        candidates = plan.kernels[memo] = choose(source_bits, plan.bits, plan.params, int(plan.mode),
-                                                 plan.widening if widening else None)
-    return first_available(candidates, source_bits, plan.bits)
+    chosen = plan.kernels.get(memo)
+    if chosen is None:
+        candidates = choose(source_bits, plan.bits, plan.params, int(plan.mode), plan.widening if widening else None)
+        chosen = plan.kernels[memo] = (first_available(candidates, source_bits, plan.bits)
+                                       if candidates[0][0].environment == 0 else candidates)
+    if chosen.__class__ is tuple:
+        return first_available(chosen, source_bits, plan.bits)
+    return chosen
 
 
 def _scratch(slot: int, dtype: np.dtype) -> np.ndarray:
