@@ -9,15 +9,18 @@ from .array import RPArray, asarray
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import Mode
-from .presets import format, formats
+from .presets import format, formats, scaled_formats
 from .rounding import decode, encode, round
+from .scaledformat import ScaledFormat
 
 __all__ = [
     "FloatFormat",
     "FixedFormat",
+    "ScaledFormat",
     "Mode",
     "format",
     "formats",
+    "scaled_formats",
     "round",
     "encode",
     "decode",

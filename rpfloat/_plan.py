@@ -19,8 +19,9 @@ from ._params import compute_dtype, kernel_params, widening_params
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
+from .scaledformat import ScaledFormat
 
-__all__ = ["Plan", "plan_for", "result_dtype", "overflow_policy", "random_key"]
+__all__ = ["Plan", "plan_for", "result_dtype", "overflow_policy", "random_key", "check_rand_bits"]
 
 _FLOAT_POLICIES = ("inf", "saturate", "nan")
 _FIXED_POLICIES = ("saturate", "wrap")
@@ -42,7 +43,8 @@ class Plan(NamedTuple):
 
 
 def plan_for(fmt, mode, overflow, rand_bits, input_dtype) -> Plan:
-    """The `Plan` for these arguments, validated; cached."""
+    """The `Plan` for these arguments, validated; cached. For a scaled format,
+    a ``rpfloat.scaling.ScaledPlan``."""
     try:
         return _cached_plan(fmt, mode, overflow, rand_bits, input_dtype)
     except TypeError:  # an unhashable argument: validate it uncached, for a clear message
@@ -52,9 +54,12 @@ def plan_for(fmt, mode, overflow, rand_bits, input_dtype) -> Plan:
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: True, 1.0 and Mode(0) are not 1, 1 and 0
 def _cached_plan(fmt, mode, overflow, rand_bits, input_dtype) -> Plan:
     fmt = to_format(fmt)
+    if isinstance(fmt, ScaledFormat):
+        from .scaling import scaled_plan  # scaling imports this module
+        return scaled_plan(fmt, mode, overflow, rand_bits, input_dtype)
     mode = parse_mode(mode)
     policy = overflow_policy(fmt, overflow)
-    rand_bits = _rand_bits(rand_bits, mode)
+    rand_bits = check_rand_bits(rand_bits, mode)
     dtype = result_dtype(input_dtype, fmt)
     real_dtype = np.empty(0, dtype).real.dtype
     real_input = np.empty(0, input_dtype).real.dtype
@@ -114,7 +119,8 @@ def overflow_policy(fmt, overflow) -> str:
     return overflow
 
 
-def _rand_bits(rand_bits, mode: Mode) -> int:
+def check_rand_bits(rand_bits, mode: Mode) -> int:
+    """`rand_bits` validated for `mode`: 64 where None."""
     if rand_bits is None:
         return 64
     if not mode.is_stochastic:

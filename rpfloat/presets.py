@@ -33,13 +33,15 @@ from __future__ import annotations
 import difflib
 import re
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 
 import numpy as np
 
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
+from .scaledformat import ScaledFormat
 
-__all__ = ["format", "formats"]
+__all__ = ["format", "formats", "scaled_formats"]
 
 
 def _fn(exp_bits, man_bits, name, **encoding):
@@ -126,10 +128,8 @@ _NAME_HINTS = {
     "float6": "ambiguous: 'float6_e2m3fn' or 'float6_e3m2fn'?",
     "float4": "did you mean 'float4_e2m1fn' (also 'fp4')?",
     "float8_e8m0fnu": "ml_dtypes' sign-less scale type (powers of two) has no preset",
-    "mxfp8": "a block-scaled format, not modelled; round to its elements' format 'e4m3' or 'e5m2'",
-    "mxfp6": "a block-scaled format, not modelled; round to its elements' format 'e2m3' or 'e3m2'",
-    "mxfp4": "a block-scaled format, not modelled; round to its elements' format 'e2m1'",
-    "nvfp4": "a block-scaled format, not modelled; round to its elements' format 'e2m1'",
+    "mxfp8": "ambiguous: 'mxfp8_e4m3' or 'mxfp8_e5m2'?",
+    "mxfp6": "ambiguous: 'mxfp6_e2m3' or 'mxfp6_e3m2'?",
 }
 
 _FLOAT_PATTERN = re.compile(r"e([0-9]+)m([0-9]+)", re.ASCII)
@@ -203,7 +203,7 @@ def _unknown_name_message(name: str) -> str:
     key = _name_key(name)
     hint = _NAME_HINTS.get(key)
     if hint is None and key.startswith(("mx", "nv")):
-        hint = "a block-scaled format, not modelled; round to the format of its elements"
+        hint = "scaled presets: " + ", ".join(_SCALED)
     if hint is None:
         near_misses = difflib.get_close_matches(key, _SPELLINGS, n=3, cutoff=0.8)
         if near_misses:
@@ -267,7 +267,7 @@ def format(name_or_format):
     >>> format("q8.8") == FixedFormat(8, 8)
     True
     """
-    if isinstance(name_or_format, (FloatFormat, FixedFormat)):
+    if isinstance(name_or_format, (FloatFormat, FixedFormat, ScaledFormat)):
         return name_or_format
     if isinstance(name_or_format, (type, np.dtype)):
         preset = _preset_of_dtype(name_or_format)
@@ -282,6 +282,9 @@ def format(name_or_format):
     preset = _lookup_preset(name_or_format)
     if preset is not None:
         return preset
+    scaled = _lookup_scaled(name_or_format)
+    if scaled is not None:
+        return scaled
     key = name_or_format.strip().lower()
     if match := _FLOAT_PATTERN.fullmatch(key):
         return FloatFormat(int(match[1]), int(match[2]), name=key)
@@ -289,6 +292,37 @@ def format(name_or_format):
         unsigned, int_bits, frac_bits = match.groups()
         return FixedFormat(int(int_bits), int(frac_bits), signed=not unsigned, name=key)
     raise ValueError(_unknown_name_message(name_or_format))
+
+
+# Scaled presets: OCP Microscaling (blocks of 32 along the last axis, E8M0 scales,
+# the floor rule) and NVIDIA's NVFP4 (E2M1 in blocks of 16, E4M3 scales).
+_SCALED = {
+    scaled.name: scaled
+    for scaled in (
+        ScaledFormat(_CANONICAL["float8_e4m3fn"], block_size=32, name="mxfp8_e4m3"),
+        ScaledFormat(_CANONICAL["float8_e5m2"], block_size=32, name="mxfp8_e5m2"),
+        ScaledFormat(_CANONICAL["float6_e2m3fn"], block_size=32, name="mxfp6_e2m3"),
+        ScaledFormat(_CANONICAL["float6_e3m2fn"], block_size=32, name="mxfp6_e3m2"),
+        ScaledFormat(_CANONICAL["float4_e2m1fn"], block_size=32, name="mxfp4_e2m1"),
+        # OCP MXINT8: 8-bit two's complement elements with an implicit scale of 2**-6
+        ScaledFormat(FixedFormat(2, 6, name="int8_mx"), block_size=32, name="mxint8"),
+        ScaledFormat(_CANONICAL["float4_e2m1fn"], block_size=16, scale_format=_CANONICAL["float8_e4m3fn"],
+                     name="nvfp4"),
+    )
+}
+scaled_formats = MappingProxyType(_SCALED)
+
+
+def _lookup_scaled(name: str):
+    """The scaled preset called ``name``: its canonical name, ``mxfp4`` (the one
+    MXFP4), or an MX name whose element part has its ``floatN_`` and ``fn``
+    parts (``mxfp8_float8_e4m3fn``, ``mxfp6_e3m2fn``); else None."""
+    key = _name_key(name)
+    if key == "mxfp4":
+        key = "mxfp4_e2m1"
+    if match := re.fullmatch(r"(mx(?:fp[0-9]|int8))_(?:float[0-9]_)?(e[0-9]+m[0-9]+)(?:fn)?", key):
+        key = f"{match[1]}_{match[2]}"
+    return _SCALED.get(key)
 
 
 class FormatRegistry(Mapping):

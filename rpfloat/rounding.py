@@ -10,6 +10,8 @@ from . import _codes
 from ._kernels.cpu import backend
 from ._plan import plan_for, random_key, result_dtype
 from .presets import format as to_format
+from .scaledformat import ScaledFormat
+from .scaling import ScaledPlan, decode_scaled, encode_scaled, round_scaled
 
 __all__ = ["round", "round_chunk", "encode", "decode", "result_dtype"]
 
@@ -68,6 +70,10 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     bits that rounding the whole would give it (dask, GPUs, streaming)."""
     array = _input_array(x)
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
+    if plan.__class__ is ScaledPlan:
+        if out is not None:
+            _prepare_out(out, array.shape, plan.result_dtype)
+        return round_scaled(array, plan, rng, _offset(offset, array), out)
     key = random_key(rng) if plan.mode.is_stochastic else 0
     result = _prepare_out(out, array.shape, plan.result_dtype)
     if out is not None and _overlaps_elsewhere(array, result):
@@ -148,6 +154,9 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     (bit-identical to ``ml_dtypes`` arrays viewed as unsigned integers; NaN
     becomes the format's canonical NaN code) and two's complement words for
     fixed-point formats, in the narrowest unsigned dtype holding ``fmt.bits``.
+    For a :class:`~rpfloat.ScaledFormat`, a ``ScaledCodes`` tuple: the element
+    codes, the scale codes (E8M0: ``s + 127``, 0xFF for a NaN block) and the
+    float32 tensor scale of two-level scaling (else None).
 
     Raises
     ------
@@ -162,6 +171,8 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     array([ 56, 192], dtype=uint8)
     """
     fmt = to_format(fmt)
+    if isinstance(fmt, ScaledFormat):
+        return encode_scaled(_input_array(x), fmt, mode, **round_kwargs)
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     rounded = np.asarray(round(x, fmt, mode, **round_kwargs))
@@ -175,6 +186,9 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
 def decode(codes, fmt):
     """The values (in ``fmt.carrier``) of the bit patterns `codes` of `fmt`.
 
+    For a :class:`~rpfloat.ScaledFormat`, `codes` is what :func:`encode` returns
+    (element codes, scale codes[, tensor scale]) and the values are float64.
+
     Examples
     --------
     >>> import rpfloat as rp
@@ -182,6 +196,8 @@ def decode(codes, fmt):
     array([ 1., -2.], dtype=float16)
     """
     fmt = to_format(fmt)
+    if isinstance(fmt, ScaledFormat):
+        return decode_scaled(codes, fmt)
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     codes = np.asarray(codes)

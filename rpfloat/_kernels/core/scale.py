@@ -1,0 +1,80 @@
+"""The scale of a block from its largest magnitude: what every backend of the
+scaled formats computes per block (``rpfloat.scaledformat``).
+
+A block's scale ``X`` follows ``m``, the largest magnitude of its finite values
+(a block holding NaN or inf has no scale: its elements are NaN). Power-of-two
+scales ``X = 2**s``, with ``emax = floor(log2(element max))`` and ``m = f * 2**e``,
+``f`` in [1, 2)::
+
+    floor   s = e - emax
+    ceil    s = e - emax + (f != 1)
+    even    s = e - emax + (RNE(m * 2**-(e - emax) / q) * q == 2**(emax + 1))
+            q: the element's spacing in its top binade [2**emax, 2**(emax + 1))
+    rceil   s = e - emax + (m > element_max * 2**(e - emax))
+
+each clamped to [s_min, s_max] (an all-zero block takes s_min). ``2**(e - emax)``
+puts m in the element's top binade, so m's next power of two is at most one
+binade further (ceil, even) and the smallest s with ``m <= element_max * 2**s``
+is ``e - emax`` or one more (rceil). Every step is exact in float64.
+
+Scales with significand bits (NVFP4) are ``m / element_max`` rounded to nearest
+even in the scale format and clamped to [its smallest subnormal, its max]; the
+quotient is one float64 rounding, so the result is exact for data of at most 24
+significant bits (the quotient cannot lie within 2**-53 of a midpoint of a
+format of a few bits without being on it).
+"""
+import math
+
+import numpy as np
+from numba import njit
+
+from .bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits, round_half_even
+from .element import round_bits
+from .layout import NEAREST
+
+# scale kinds and the power-of-two roundings (the order of rpfloat.scaledformat.SCALE_ROUNDINGS)
+POWER_OF_TWO, SIGNIFICAND = range(2)
+FLOOR, CEIL, EVEN, RCEIL = range(4)
+
+# Layout of the block parameters (rpfloat.scaling builds them), all int64:
+# scale kind, rounding, s_min, s_max, element emax, exponent of the element's
+# spacing in its top binade, block size, whether the kernel writes the element
+# values (encode) rather than the scaled values
+(B_KIND, B_ROUNDING, B_S_MIN, B_S_MAX, B_EMAX, B_TOP_SPACING_EXP, B_BLOCK_SIZE, B_ELEMENTS) = range(8)
+N_BLOCK_PARAMS = 8
+# and the float64 ones: the element's largest value, the tensor scale g (1.0 if
+# none), the scale format's smallest positive value and largest value
+(F_ELEMENT_MAX, F_TENSOR_SCALE, F_SCALE_MIN, F_SCALE_MAX) = range(4)
+N_FLOAT_PARAMS = 4
+
+
+@njit(**NUMBA_OPTIONS)
+def power_of_two_exponent(largest, block_params, element_max):
+    """The exponent s of the block scale ``2**s`` for the block's largest finite
+    magnitude `largest` (module docstring)."""
+    s_min, s_max = block_params[B_S_MIN], block_params[B_S_MAX]
+    if largest == 0.0:
+        return s_min
+    fraction, exponent = math.frexp(largest)  # largest = fraction * 2**exponent, fraction in [0.5, 1)
+    emax = block_params[B_EMAX]
+    s = exponent - 1 - emax
+    rounding = block_params[B_ROUNDING]
+    if rounding == CEIL:
+        s += 1 if fraction != 0.5 else 0
+    elif rounding == EVEN:
+        top = block_params[B_TOP_SPACING_EXP]
+        steps = round_half_even(math.ldexp(largest, -s - top))  # m in the top binade, in spacings
+        s += 1 if steps == math.ldexp(1.0, emax + 1 - top) else 0
+    elif rounding == RCEIL:
+        s += 1 if largest > math.ldexp(element_max, s) else 0
+    return min(max(s, s_min), s_max)
+
+
+@njit(**NUMBA_OPTIONS)
+def significand_scale(largest, float_params, scale_params):
+    """The scale (a value of the scale format) of a block whose largest finite
+    magnitude is `largest`: ``largest / (element_max * g)`` rounded to nearest
+    even (saturating at the scale format's max) and at least its smallest value."""
+    quotient = largest / (float_params[F_ELEMENT_MAX] * float_params[F_TENSOR_SCALE])
+    rounded = bits_to_float64(round_bits(float64_to_bits(quotient), scale_params, NEAREST, np.uint64(0), 64, True))
+    return min(max(rounded, float_params[F_SCALE_MIN]), float_params[F_SCALE_MAX])

@@ -1,0 +1,220 @@
+"""Scaled formats: :class:`ScaledFormat`, elements of a format times a shared scale.
+
+A scaled format rounds each block of consecutive elements (along one axis), or
+the whole array, onto an element format after dividing it by a scale chosen
+from the block's largest magnitude. That is dynamic fixed point and block
+floating point (one scale per tensor), OCP Microscaling (MXFP8, MXFP6, MXFP4,
+MXINT8: blocks of 32 with a power-of-two E8M0 scale) and NVFP4 (E2M1 elements in
+blocks of 16 with an E4M3 scale). Like the other formats it is plain, frozen,
+hashable data; the rounding lives in ``rpfloat.scaling``.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .fixedformat import FixedFormat
+from .floatformat import FloatFormat, as_bool, as_int, check_name, format_repr
+
+__all__ = ["ScaledFormat", "SCALE_ROUNDINGS", "E8M0_RANGE"]
+
+SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
+E8M0_RANGE = (-127, 127)  # the exponents of E8M0's finite codes 0..254 (255 is NaN)
+_LARGEST_SCALE_EXPONENT = 1023  # 2**s stays a finite float64
+
+
+@dataclass(frozen=True, repr=False)
+class ScaledFormat:
+    """Elements of a format, each block of them times a shared scale.
+
+    Immutable and hashable; ``==`` and ``hash`` use every field except ``name``.
+
+    Parameters
+    ----------
+    element : FloatFormat, FixedFormat or str
+        The format of the scaled elements (a name is looked up with
+        :func:`rpfloat.format`). Its ``exp_bits`` must be bounded.
+    block_size : int, optional
+        Elements per scale along `axis` (the last block of a slice may be
+        shorter). ``None`` (default): one scale for the whole array.
+    axis : int, default -1
+        The axis along which blocks run.
+    scale_format : "e8m0", (int, int), FloatFormat or str, default "e8m0"
+        ``"e8m0"``: power-of-two scales ``2**s`` with ``s`` in [-127, 127] and a
+        NaN code (OCP MX). A pair ``(s_min, s_max)``: power-of-two scales with
+        that exponent range and no NaN code. A floating-point format (or its
+        name, such as ``"e4m3"``): scales with significand bits (NVFP4).
+    scale_rounding : {"floor", "ceil", "even", "rceil"}, default "floor"
+        How a power-of-two scale exponent follows the block's largest magnitude
+        ``m``, with ``emax = floor(log2(element.max))``: ``"floor"``
+        ``floor(log2 m) - emax`` (OCP MX); ``"ceil"`` ``ceil(log2 m) - emax``;
+        ``"even"`` as floor after rounding ``m`` to the element's precision;
+        ``"rceil"`` ``ceil(log2(m / element.max))``, so that nothing saturates.
+        Scales with significand bits always take ``m / element.max`` rounded to
+        nearest-even.
+    tensor_scale : bool, default False
+        With a floating-point scale format only: a second, float32 scale per
+        array, ``g = max|x| / (scale_format.max * element.max)``, that the block
+        scales are relative to (NVFP4's two-level scaling).
+    name : str, optional
+        Display name; not part of ``==`` or ``hash``.
+
+    Attributes
+    ----------
+    element_emax : int
+        ``floor(log2(element.max))``.
+    scale_range : (int, int) or None
+        The scale exponents of a power-of-two scale format, else None.
+    scale_bits : int
+        Bits of one scale code.
+    bits : int
+        Bits of one element code.
+    bits_per_element : float or None
+        ``bits + scale_bits / block_size`` (None for one scale per array).
+    carrier : type
+        The dtype ``rp.round`` computes in for float16 and float32 data:
+        ``np.float32`` unless the element needs float64. Rounded float32 data
+        are float32 numbers whatever their scale.
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> mx = ScaledFormat("e4m3", block_size=32)
+    >>> mx.scale_range, mx.bits_per_element
+    ((-127, 127), 8.25)
+    >>> rp.round([1.0, 3.0, 1000.0], ScaledFormat("e2m1"))
+    array([  0.,   0., 768.])
+    """
+
+    element: FloatFormat | FixedFormat
+    block_size: int | None = None
+    axis: int = -1
+    scale_format: object = "e8m0"
+    scale_rounding: str = "floor"
+    tensor_scale: bool = False
+    name: str | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        from .presets import format as to_format  # presets import this module
+
+        set_field = object.__setattr__.__get__(self)
+        element = self.element
+        if isinstance(element, ScaledFormat):
+            raise TypeError("element must be a FloatFormat or FixedFormat, not a ScaledFormat")
+        if not isinstance(element, (FloatFormat, FixedFormat)):
+            if not isinstance(element, str):
+                raise TypeError(f"element must be a FloatFormat, FixedFormat or format name, got "
+                                f"{type(element).__name__}")
+            element = to_format(element)
+            if isinstance(element, ScaledFormat):
+                raise TypeError(f"element {self.element!r} names a scaled format; pass an element format")
+        if isinstance(element, FloatFormat) and element.exp_bits is None:
+            raise ValueError("element must have a bounded exponent (exp_bits=None has no largest value)")
+        set_field("element", element)
+        if self.block_size is not None:
+            set_field("block_size", as_int(self.block_size, "block_size"))
+            if self.block_size < 1:
+                raise ValueError(f"block_size must be >= 1 or None, got {self.block_size}")
+        set_field("axis", as_int(self.axis, "axis"))
+        set_field("tensor_scale", as_bool(self.tensor_scale, "tensor_scale"))
+        check_name(self.name)
+        set_field("scale_format", _scale_format(self.scale_format, to_format))
+        if not isinstance(self.scale_rounding, str) or self.scale_rounding not in SCALE_ROUNDINGS:
+            raise ValueError(f"scale_rounding must be one of {SCALE_ROUNDINGS}, got {self.scale_rounding!r}")
+        if isinstance(self.scale_format, FloatFormat):
+            if self.scale_rounding != "floor":
+                raise ValueError(
+                    f"scale_rounding={self.scale_rounding!r} is for power-of-two scales; a scale format "
+                    "with significand bits takes m / element.max rounded to nearest-even")
+        elif self.tensor_scale:
+            raise ValueError("tensor_scale=True needs a floating-point scale_format (NVFP4: 'e4m3')")
+
+    # -- derived ----------------------------------------------------------------
+
+    @property
+    def element_emax(self) -> int:
+        return math.frexp(self.element.max)[1] - 1
+
+    @property
+    def scale_range(self) -> tuple[int, int] | None:
+        if self.scale_format == "e8m0":
+            return E8M0_RANGE
+        if isinstance(self.scale_format, tuple):
+            return self.scale_format
+        return None
+
+    @property
+    def has_nan_scale(self) -> bool:
+        """Whether a scale code marks a block as NaN (E8M0's 0xFF, a float scale's NaN)."""
+        if self.scale_format == "e8m0":
+            return True
+        if isinstance(self.scale_format, tuple):
+            return False
+        return self.scale_format.has_nan
+
+    @property
+    def scale_bits(self) -> int:
+        if self.scale_format == "e8m0":
+            return 8
+        if isinstance(self.scale_format, tuple):
+            low, high = self.scale_format
+            return max(1, (high - low).bit_length())
+        return self.scale_format.bits
+
+    @property
+    def bits(self) -> int:
+        return self.element.bits
+
+    @property
+    def bits_per_element(self) -> float | None:
+        if self.block_size is None:
+            return None
+        return self.bits + self.scale_bits / self.block_size
+
+    @property
+    def carrier(self) -> type:
+        return np.float64 if self.element.carrier is np.float64 else np.float32
+
+    def __repr__(self) -> str:
+        element = self.element.name if self.element.name is not None else self.element
+        arguments = [("element", element)]
+        if self.block_size is not None:
+            arguments.append(("block_size", self.block_size))
+        if self.axis != -1:
+            arguments.append(("axis", self.axis))
+        if self.scale_format != "e8m0":
+            scale = self.scale_format
+            if isinstance(scale, FloatFormat) and scale.name is not None:
+                scale = scale.name
+            arguments.append(("scale_format", scale))
+        if self.scale_rounding != "floor":
+            arguments.append(("scale_rounding", self.scale_rounding))
+        if self.tensor_scale:
+            arguments.append(("tensor_scale", True))
+        if self.name is not None:
+            arguments.append(("name", self.name))
+        return format_repr(self, arguments)
+
+
+def _scale_format(scale_format, to_format):
+    """The normalised scale format: "e8m0", a pair of ints, or a FloatFormat."""
+    if isinstance(scale_format, str) and scale_format.strip().lower() in ("e8m0", "float8_e8m0fnu", "e8m0fnu"):
+        return "e8m0"
+    if isinstance(scale_format, (tuple, list)):
+        if len(scale_format) != 2:
+            raise ValueError(f"scale_format as exponents must be a pair (s_min, s_max), got {scale_format!r}")
+        low, high = (as_int(value, "scale_format") for value in scale_format)
+        if not -_LARGEST_SCALE_EXPONENT <= low <= high <= _LARGEST_SCALE_EXPONENT:
+            raise ValueError(f"scale_format exponents must satisfy -1023 <= s_min <= s_max <= 1023, "
+                             f"got {scale_format!r}")
+        return (low, high)
+    if isinstance(scale_format, str):
+        scale_format = to_format(scale_format)
+    if isinstance(scale_format, FloatFormat):
+        if scale_format.exp_bits is None:
+            raise ValueError("scale_format must have a bounded exponent")
+        return scale_format
+    raise TypeError(f"scale_format must be 'e8m0', a pair (s_min, s_max) or a FloatFormat, got "
+                    f"{type(scale_format).__name__}")

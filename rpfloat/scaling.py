@@ -1,0 +1,207 @@
+"""``round``, ``encode`` and ``decode`` for scaled formats (:class:`ScaledFormat`):
+validate, make a plan, lay the data out as ``(outer, axis, inner)`` and hand
+them to the block kernel (``rpfloat._kernels.cpu.blocks``)."""
+from __future__ import annotations
+
+import functools
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from . import _codes
+from ._kernels.core import scale as block_layout
+from ._kernels.cpu.blocks import round_blocks
+from ._params import kernel_params
+from ._plan import check_rand_bits, random_key
+from .modes import Mode, parse_mode
+from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
+
+__all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_scaled", "decode_scaled"]
+
+_FLOAT64 = np.dtype(np.float64)
+_E8M0_NAN = 0xFF
+
+
+class ScaledPlan(NamedTuple):
+    """What the block kernel needs for one format, mode and input dtype."""
+
+    fmt: ScaledFormat
+    result_dtype: np.dtype
+    element_params: tuple
+    scale_params: tuple
+    block_params: tuple     # core.scale's layout, block size and elements flag filled in per call
+    float_params: tuple     # core.scale's layout, the tensor scale filled in per call
+    mode: Mode
+    rand_bits: int
+
+
+class ScaledCodes(NamedTuple):
+    """The codes of a scaled format: element codes (the shape of the data), scale
+    codes (the data's shape with the blocked axis cut to one entry per block;
+    shape ``()`` for one scale per array) and, for two-level scaling, the float32
+    tensor scale (else None)."""
+
+    elements: np.ndarray
+    scales: np.ndarray
+    tensor_scale: np.float32 | None = None
+
+
+@functools.lru_cache(maxsize=512)
+def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> ScaledPlan:
+    """The plan for rounding `input_dtype` data onto `fmt` (validated)."""
+    mode = parse_mode(mode)
+    if overflow not in (None, "saturate"):
+        raise ValueError(f"overflow={overflow!r}: a scaled format's elements always saturate at the element's "
+                         "range; leave overflow=None")
+    rand_bits = check_rand_bits(rand_bits, mode)
+    input_dtype = np.dtype(input_dtype)
+    if input_dtype.kind == "c":
+        raise TypeError("scaled formats take real numbers; round x.real and x.imag separately")
+    if input_dtype.kind in "biu":
+        input_dtype = _FLOAT64
+    element_params = kernel_params(fmt.element, _FLOAT64, "saturate")
+    if fmt.scale_range is not None:
+        low, high = fmt.scale_range
+        scale_params, kind = element_params, block_layout.POWER_OF_TWO
+        scale_min = scale_max = 1.0
+    else:
+        scale_params, kind = kernel_params(fmt.scale_format, _FLOAT64, "saturate"), block_layout.SIGNIFICAND
+        low = high = 0
+        scale_min, scale_max = fmt.scale_format.smallest_subnormal, fmt.scale_format.max
+    element = fmt.element
+    top_spacing_exp = (fmt.element_emax - element.man_bits if hasattr(element, "man_bits")
+                       else -element.frac_bits)
+    block_params = (kind, SCALE_ROUNDINGS.index(fmt.scale_rounding), low, high, fmt.element_emax, top_spacing_exp,
+                    0, 0)
+    float_params = (float(element.max), 1.0, float(scale_min), float(scale_max))
+    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, scale_params, block_params,
+                      float_params, mode, rand_bits)
+
+
+def _layout(shape, fmt: ScaledFormat):
+    """``(outer, length, inner, block_size, axis)`` of data of `shape`: blocks of
+    block_size along the middle axis of the ``(outer, length, inner)`` view."""
+    size = math.prod(shape)
+    if fmt.block_size is None or len(shape) == 0:
+        return 1, size, 1, max(size, 1), None
+    axis = fmt.axis
+    if not -len(shape) <= axis < len(shape):
+        raise ValueError(f"the format's axis={axis} is out of range for data of {len(shape)} dimensions")
+    axis %= len(shape)
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    return outer, shape[axis], inner, fmt.block_size, axis
+
+
+def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
+    """NVFP4's second level: ``g = max|x| / (scale max * element max)`` in float32
+    over the finite values (1 where there are none or all are zero)."""
+    if not fmt.tensor_scale:
+        return None
+    magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
+    largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
+    if largest == 0:
+        return np.float32(1)
+    return largest / np.float32(fmt.scale_format.max * fmt.element.max)
+
+
+def _run(array, plan: ScaledPlan, key, offset, write_elements, out_dtype):
+    """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says."""
+    fmt = plan.fmt
+    work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
+    if array.dtype != work_dtype:
+        with np.errstate(invalid="ignore"):  # casting signalling NaNs
+            array = array.astype(work_dtype)
+    array = np.ascontiguousarray(array)
+    outer, length, inner, block_size, axis = _layout(array.shape, fmt)
+    tensor_scale = _tensor_scale(array, fmt)
+    blocks = -(-length // block_size) if length else 0
+    block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
+    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
+                    *plan.float_params[2:])
+    result = np.empty(array.shape, out_dtype if out_dtype == work_dtype else work_dtype)
+    scales = np.empty((outer, blocks, inner), np.float64)
+    round_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
+                 plan.element_params, plan.scale_params, block_params, float_params, int(plan.mode), key, offset,
+                 plan.rand_bits)
+    if axis is None:
+        scales = scales.reshape(())
+    else:
+        scales = scales.reshape(array.shape[:axis] + (blocks,) + array.shape[axis + 1:])
+    return result, scales, tensor_scale
+
+
+def round_scaled(array, plan: ScaledPlan, rng, offset, out):
+    """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
+    key = random_key(rng) if plan.mode.is_stochastic else 0
+    result, _, _ = _run(array, plan, key, offset, False, plan.result_dtype)
+    if result.dtype != plan.result_dtype:
+        result = result.astype(plan.result_dtype)
+    if out is not None:
+        np.copyto(out, result)
+        return out
+    return result[()] if result.ndim == 0 else result
+
+
+def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bits=None, overflow=None) -> ScaledCodes:
+    """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
+    plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
+    key = random_key(rng) if plan.mode.is_stochastic else 0
+    elements, scales, tensor_scale = _run(array, plan, key, 0, True, _FLOAT64)
+    element_codes = _codes.encode_values(elements, fmt.element)
+    return ScaledCodes(element_codes, _scale_codes(scales, fmt, tensor_scale), tensor_scale)
+
+
+def _scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarray:
+    nan = np.isnan(scales)
+    if fmt.scale_range is None:
+        values = scales / np.float64(tensor_scale if tensor_scale is not None else 1.0)
+        return _codes.encode_values(values, fmt.scale_format)
+    if nan.any() and not fmt.has_nan_scale:
+        raise ValueError(f"cannot encode a NaN block (data holding NaN or inf): {fmt!r} has no NaN scale code")
+    low = fmt.scale_range[0]
+    exponents = np.frexp(np.where(nan, 1.0, scales))[1] - 1
+    codes = np.where(nan, _E8M0_NAN, exponents - low)
+    return codes.astype(_codes.code_dtype(fmt.scale_bits))
+
+
+def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
+    """``rp.decode`` for a scaled format: `codes` is a :class:`ScaledCodes` (or the
+    pair or triple it holds)."""
+    if not isinstance(codes, tuple) or len(codes) not in (2, 3):
+        raise TypeError("codes of a scaled format are (element codes, scale codes[, tensor scale]), as "
+                        "rp.encode returns them")
+    element_codes, scale_codes = np.asarray(codes[0]), np.asarray(codes[1])
+    tensor_scale = codes[2] if len(codes) == 3 else None
+    for name, array in (("element codes", element_codes), ("scale codes", scale_codes)):
+        if array.dtype.kind not in "iu":
+            raise TypeError(f"{name} must be integers, got dtype {array.dtype}")
+    elements = _codes.decode_values(element_codes, fmt.element)
+    if fmt.scale_range is None:
+        scales = _codes.decode_values(scale_codes, fmt.scale_format)
+        if tensor_scale is not None:
+            scales = scales * np.float64(tensor_scale)
+    else:
+        low, high = fmt.scale_range
+        codes64 = scale_codes.astype(np.int64)
+        nan = (codes64 == _E8M0_NAN) if fmt.has_nan_scale else np.zeros(codes64.shape, bool)
+        if np.any(~nan & ((codes64 < 0) | (codes64 > high - low))):
+            raise ValueError(f"scale codes must lie in [0, {high - low}] for {fmt!r}")
+        scales = np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
+    values = elements * _broadcast_scales(scales, element_codes.shape, fmt)
+    return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32
+
+
+def _broadcast_scales(scales, shape, fmt: ScaledFormat):
+    """The per-block `scales` repeated over their blocks, to `shape`."""
+    outer, length, inner, block_size, axis = _layout(shape, fmt)
+    if axis is None:
+        if scales.shape != ():
+            raise ValueError(f"a format with one scale per array takes one scale code, got shape {scales.shape}")
+        return scales
+    blocks = -(-length // block_size) if length else 0
+    expected = shape[:axis] + (blocks,) + shape[axis + 1:]
+    if scales.shape != expected:
+        raise ValueError(f"scale codes must have shape {expected} for element codes of shape {shape}, "
+                         f"got {scales.shape}")
+    return np.repeat(scales, block_size, axis=axis).take(np.arange(length), axis=axis)
