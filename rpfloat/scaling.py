@@ -11,7 +11,7 @@ import numpy as np
 
 from . import _codes
 from ._kernels.core import scale as block_layout
-from ._kernels.cpu.blocks import round_blocks
+from ._kernels.cpu.blocks import fast_kernel, general_kernel
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
 from .modes import Mode, parse_mode
@@ -28,7 +28,8 @@ class ScaledPlan(NamedTuple):
 
     fmt: ScaledFormat
     result_dtype: np.dtype
-    element_params: tuple
+    element_params: tuple   # in float64, saturating
+    fast_params: tuple | None  # in float32, saturating, for the fast kernel (None: it does not apply)
     scale_params: tuple
     block_params: tuple     # core.scale's layout, block size and elements flag filled in per call
     float_params: tuple     # core.scale's layout, the tensor scale filled in per call
@@ -75,8 +76,11 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
     block_params = (kind, SCALE_ROUNDINGS.index(fmt.scale_rounding), low, high, fmt.element_emax, top_spacing_exp,
                     0, 0)
     float_params = (float(element.max), 1.0, float(scale_min), float(scale_max))
-    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, scale_params, block_params,
-                      float_params, mode, rand_bits)
+    fast_params = None
+    if kind == block_layout.POWER_OF_TWO and element.carrier in (np.float16, np.float32):
+        fast_params = kernel_params(element, np.dtype(np.float32), "saturate")
+    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, scale_params,
+                      block_params, float_params, mode, rand_bits)
 
 
 def _layout(shape, fmt: ScaledFormat):
@@ -105,8 +109,10 @@ def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     return largest / np.float32(fmt.scale_format.max * fmt.element.max)
 
 
-def _run(array, plan: ScaledPlan, key, offset, write_elements, out_dtype):
-    """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says."""
+def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
+    """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
+    into `out` where it is a C-contiguous array of the working dtype that does not
+    share memory with `array` (else into a new array)."""
     fmt = plan.fmt
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
     if array.dtype != work_dtype:
@@ -119,11 +125,19 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out_dtype):
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
-    result = np.empty(array.shape, out_dtype if out_dtype == work_dtype else work_dtype)
+    direct = (out is not None and out.dtype == work_dtype and out.flags.c_contiguous
+              and not np.may_share_memory(out, array))
+    result = out if direct else np.empty(array.shape, work_dtype)
     scales = np.empty((outer, blocks, inner), np.float64)
-    round_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
-                 plan.element_params, plan.scale_params, block_params, float_params, int(plan.mode), key, offset,
-                 plan.rand_bits)
+    if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
+        fast_kernel(int(plan.mode))(array.reshape(outer, length).view(np.int32),
+                                    result.reshape(outer, length).view(np.int32), scales.reshape(outer, blocks),
+                                    plan.fast_params, plan.element_params, block_params, float_params,
+                                    int(plan.mode), key, offset, plan.rand_bits)
+    else:
+        general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
+                     plan.element_params, plan.scale_params, block_params, float_params, int(plan.mode), key, offset,
+                     plan.rand_bits)
     if axis is None:
         scales = scales.reshape(())
     else:
@@ -134,12 +148,13 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out_dtype):
 def round_scaled(array, plan: ScaledPlan, rng, offset, out):
     """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    result, _, _ = _run(array, plan, key, offset, False, plan.result_dtype)
+    result, _, _ = _run(array, plan, key, offset, False, out)
+    if out is not None:
+        if result is not out:
+            np.copyto(out, result)
+        return out
     if result.dtype != plan.result_dtype:
         result = result.astype(plan.result_dtype)
-    if out is not None:
-        np.copyto(out, result)
-        return out
     return result[()] if result.ndim == 0 else result
 
 
@@ -147,7 +162,7 @@ def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bi
     """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    elements, scales, tensor_scale = _run(array, plan, key, 0, True, _FLOAT64)
+    elements, scales, tensor_scale = _run(array, plan, key, 0, True)
     element_codes = _codes.encode_values(elements, fmt.element)
     return ScaledCodes(element_codes, _scale_codes(scales, fmt, tensor_scale), tensor_scale)
 

@@ -23,18 +23,17 @@ quotient is one float64 rounding, so the result is exact for data of at most 24
 significant bits (the quotient cannot lie within 2**-53 of a midpoint of a
 format of a few bits without being on it).
 """
-import math
-
 import numpy as np
 from numba import njit
 
-from .bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits, round_half_even
+from .bits import NUMBA_OPTIONS, bits_to_float64, count_leading_zeros, float64_to_bits
 from .element import round_bits
 from .layout import NEAREST
 
 # scale kinds and the power-of-two roundings (the order of rpfloat.scaledformat.SCALE_ROUNDINGS)
 POWER_OF_TWO, SIGNIFICAND = range(2)
 FLOOR, CEIL, EVEN, RCEIL = range(4)
+FRACTION_64 = np.int64(0x000FFFFFFFFFFFFF)
 
 # Layout of the block parameters (rpfloat.scaling builds them), all int64:
 # scale kind, rounding, s_min, s_max, element emax, exponent of the element's
@@ -51,22 +50,34 @@ N_FLOAT_PARAMS = 4
 @njit(**NUMBA_OPTIONS)
 def power_of_two_exponent(largest, block_params, element_max):
     """The exponent s of the block scale ``2**s`` for the block's largest finite
-    magnitude `largest` (module docstring)."""
+    magnitude `largest` (a float64; module docstring), from its bits: integer
+    operations only."""
     s_min, s_max = block_params[B_S_MIN], block_params[B_S_MAX]
     if largest == 0.0:
         return s_min
-    fraction, exponent = math.frexp(largest)  # largest = fraction * 2**exponent, fraction in [0.5, 1)
+    bits = float64_to_bits(largest)
+    field = (bits >> 52) & 0x7FF
+    fraction = bits & FRACTION_64
+    if field == 0:  # a float64 subnormal: normalise its significand
+        shift = count_leading_zeros(fraction) - 11
+        fraction = (fraction << shift) & FRACTION_64
+        field = 1 - shift
     emax = block_params[B_EMAX]
-    s = exponent - 1 - emax
+    s = field - 1023 - emax  # floor(log2 m) - emax
     rounding = block_params[B_ROUNDING]
     if rounding == CEIL:
-        s += 1 if fraction != 0.5 else 0
+        s += 1 if fraction != 0 else 0
     elif rounding == EVEN:
-        top = block_params[B_TOP_SPACING_EXP]
-        steps = round_half_even(math.ldexp(largest, -s - top))  # m in the top binade, in spacings
-        s += 1 if steps == math.ldexp(1.0, emax + 1 - top) else 0
+        # m's significand rounded to the element's fraction bits in its top binade:
+        # a carry out of the fraction moves m to the next binade
+        kept = emax - block_params[B_TOP_SPACING_EXP]
+        if kept < 52:
+            dropped = 52 - kept
+            half = np.int64(1) << (dropped - 1)
+            rounded = fraction + half - 1 + ((fraction >> dropped) & 1)
+            s += 1 if rounded > FRACTION_64 else 0
     elif rounding == RCEIL:
-        s += 1 if largest > math.ldexp(element_max, s) else 0
+        s += 1 if fraction > (float64_to_bits(element_max) & FRACTION_64) else 0
     return min(max(s, s_min), s_max)
 
 

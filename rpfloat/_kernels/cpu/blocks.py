@@ -14,14 +14,16 @@ random number ``offset + (o * axis + a) * inner + i``: its C-order flat index.
 import numpy as np
 from numba import njit, types
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from ..core.bits import NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits
 from ..core.element import round_bits
-from ..core.layout import PARAMS_TYPE, STOCHASTIC
+from ..core.layout import ALL_MODES, P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
     power_of_two_exponent, significand_scale,
 )
-from ..core.stream import random_bits
+from ..core.stream import counter_bits, random_bits, segment_keys
+from .fast_bits import fast_round_bits
+from .loops import fast_bounds
 
 BLOCK_PARAMS_TYPE = types.UniTuple(types.int64, N_BLOCK_PARAMS)
 FLOAT_PARAMS_TYPE = types.UniTuple(types.float64, N_FLOAT_PARAMS)
@@ -38,7 +40,13 @@ def _signature(data_type):
 SIGNATURES = [_signature(types.float32), _signature(types.float64)]
 
 
-@njit(SIGNATURES, **NUMBA_OPTIONS)
+@njit(**NUMBA_OPTIONS)
+def power_of_two(exponent):
+    """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
+    return bits_to_float64(np.int64(exponent + 1023) << 52)
+
+
+@njit(**NUMBA_OPTIONS)
 def round_blocks(source, target, scales, element_params, scale_params, block_params, float_params, mode, key,
                  offset, rand_bits):
     """Round `source` onto the scaled format into `target` and the block scales
@@ -47,7 +55,7 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
     saturation; `scale_params`: the scale format's (significand scales only)."""
     outer, length, inner = source.shape
     block_size = block_params[B_BLOCK_SIZE]
-    power_of_two = block_params[B_KIND] == POWER_OF_TWO
+    by_power_of_two = block_params[B_KIND] == POWER_OF_TWO
     write_elements = block_params[B_ELEMENTS] != 0
     tensor_scale = float_params[F_TENSOR_SCALE]
     largest = np.empty(inner, np.float64)
@@ -65,10 +73,10 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
             for i in range(inner):
                 if largest[i] == np.inf:
                     scale[i] = np.nan
-                elif power_of_two:
+                elif by_power_of_two:
                     exponent = power_of_two_exponent(largest[i], block_params, float_params[F_ELEMENT_MAX])
-                    scale[i] = np.ldexp(1.0, exponent)
-                    inverse[i] = np.ldexp(1.0, -exponent)
+                    scale[i] = power_of_two(exponent)
+                    inverse[i] = power_of_two(-exponent)
                 else:
                     scale[i] = significand_scale(largest[i], float_params, scale_params) * tensor_scale
                 scales[o, block, i] = scale[i]
@@ -78,10 +86,118 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
                     if scale[i] != scale[i]:
                         target[o, a, i] = np.nan
                         continue
-                    scaled = value * inverse[i] if power_of_two else value / scale[i]
+                    scaled = value * inverse[i] if by_power_of_two else value / scale[i]
                     random = np.uint64(0)
                     if mode >= STOCHASTIC:
                         random = random_bits(key, offset + (o * length + a) * inner + i)
                     rounded = bits_to_float64(round_bits(float64_to_bits(scaled), element_params, mode, random,
                                                          rand_bits, True))
                     target[o, a, i] = rounded if write_elements else rounded * scale[i]
+
+
+# -- the fast kernel: float32 data, power-of-two scales, blocks along the last axis --
+#
+# Rounding v / 2**s onto the element and multiplying by 2**s is rounding onto the
+# element's grid shifted by s binades. On float32 bits: subtract s from the
+# exponent field (``y = |v| - s << 23``, exact while |v| and y are normal), round y
+# with the element's float32 fast path (``fast_bits.fast_round_bits``) and add s
+# back (exact while the result is normal or zero). The block's pass for its max
+# also finds its least nonzero magnitude, and the block takes the fast loop where
+# both ends lie in that range (and its random counters stay in one 2**32
+# segment); else the float64 loop of `round_blocks` rounds it. Eight float32
+# lanes per vector, no per-element test.
+
+SMALLEST_NORMAL_32 = np.int32(0x00800000)
+MAGNITUDE_32 = np.int32(0x7FFFFFFF)
+INF_32 = np.int32(0x7F800000)
+QUIET_NAN_32 = np.int32(0x7FC00000)
+SEGMENT_MASK = np.int64(0xFFFFFFFF)
+
+
+def _fast_kernel(mode):
+    @njit(**NUMBA_OPTIONS)
+    def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, mode_unused,
+                             key, offset, rand_bits):
+        rows, length = source.shape
+        block_size = block_params[B_BLOCK_SIZE]
+        low, high = fast_bounds(params, mode, False)
+        low = max(low, np.int64(SMALLEST_NORMAL_32))  # y must be a normal float32
+        element_max = float_params[F_ELEMENT_MAX]
+        quantum = params[P_BELOW_QUANTUM_BITS]  # the element's smallest positive value
+        largest_result = params[P_MAX_POS_BITS]
+        # where both signs saturate at the same magnitude, every y beyond it rounds to
+        # it in every mode: the loop clamps y to it (else such blocks take float64)
+        top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
+        clamp = np.int32(high)
+        for row in range(rows):
+            source_row, target_row = source[row], target[row]
+            for block, first in enumerate(range(0, length, block_size)):
+                stop = min(first + block_size, length)
+                source_block, target_block = source_row[first:stop], target_row[first:stop]
+                largest = np.int32(0)
+                least = INF_32  # the least nonzero magnitude (inf: none)
+                for a in range(source_block.size):
+                    magnitude = np.int32(source_block[a] & MAGNITUDE_32)
+                    largest = max(largest, magnitude)
+                    least = min(least, magnitude if magnitude != 0 else INF_32)
+                if largest >= INF_32:  # NaN or inf: a NaN block
+                    scales[row, block] = np.nan
+                    for a in range(target_block.size):
+                        target_block[a] = QUIET_NAN_32
+                    continue
+                exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params, element_max)
+                scales[row, block] = power_of_two(exponent)
+                shift = np.int64(exponent) << 23
+                index = offset + row * length + first
+                fast = (largest - shift <= top and largest_result + shift < INF_32
+                        and quantum + shift >= SMALLEST_NORMAL_32
+                        and (least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low))
+                        and (index & SEGMENT_MASK) + (stop - first) <= SEGMENT_MASK + 1)
+                if fast:
+                    shift_32 = np.int32(shift)
+                    keys = (np.uint32(0), np.uint32(0))
+                    if mode >= STOCHASTIC:
+                        keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+                    counter = np.uint32(index & SEGMENT_MASK)
+                    for a in range(source_block.size):
+                        bits = source_block[a]
+                        magnitude = np.int32(bits & MAGNITUDE_32)
+                        scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
+                                                                  if magnitude != 0 else np.int32(0)))
+                        random = counter_bits(keys, np.uint32(counter + np.uint32(a))) if mode >= STOCHASTIC \
+                            else np.uint64(0)
+                        rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
+                        rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
+                        target_block[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
+                else:  # the block in float64
+                    scale, inverse = power_of_two(exponent), power_of_two(-exponent)
+                    for a in range(source_block.size):
+                        value = np.float64(bits_to_float32(source_block[a]))
+                        random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
+                        rounded = bits_to_float64(round_bits(float64_to_bits(value * inverse), element_params, mode,
+                                                             random, rand_bits, True))
+                        target_block[a] = float32_to_bits(np.float32(rounded * scale))
+
+    return round_blocks_float32
+
+
+FAST_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(types.int32, 2, "C"),
+                            types.Array(types.float64, 2, "C"), PARAMS_TYPE, PARAMS_TYPE, BLOCK_PARAMS_TYPE,
+                            FLOAT_PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
+FAST_KERNELS = tuple(_fast_kernel(mode) for mode in ALL_MODES)  # by mode number; compiled on first use
+
+
+def general_kernel(data_dtype):
+    """`round_blocks` compiled (or loaded from numba's cache) for float32 or
+    float64 data, on first use: its compiled entry point."""
+    signature = SIGNATURES[0 if data_dtype == np.float32 else 1]
+    round_blocks.compile(signature)
+    return round_blocks.overloads[signature.args].entry_point
+
+
+def fast_kernel(mode):
+    """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
+    from numba's cache, on first use)."""
+    kernel = FAST_KERNELS[mode]
+    kernel.compile(FAST_SIGNATURE)
+    return kernel.overloads[FAST_SIGNATURE.args].entry_point

@@ -1,0 +1,83 @@
+"""The fast kernel of the scaled formats (float32 data, power-of-two scales, blocks
+along the last axis: ``rpfloat._kernels.cpu.blocks.fast_kernel``) against the
+general block kernel (float64 arithmetic, ``round_blocks``), bit for bit, in
+every mode, on data that exercise both its fast blocks and the blocks it gives
+to float64 (subnormals, saturation, zeros, NaN, inf, tiny and huge blocks)."""
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat import scaling
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu.blocks import fast_kernel, general_kernel
+
+FORMATS = [
+    rp.format("mxfp8_e4m3"), rp.format("mxfp8_e5m2"), rp.format("mxfp6_e2m3"), rp.format("mxfp6_e3m2"),
+    rp.format("mxfp4_e2m1"), rp.format("mxint8"),
+    rp.ScaledFormat("e4m3", block_size=7, scale_rounding="ceil"),
+    rp.ScaledFormat("e2m1", block_size=16, scale_rounding="even"),
+    rp.ScaledFormat("e5m2", block_size=5, scale_rounding="rceil"),
+    rp.ScaledFormat(rp.FixedFormat(8, 8), block_size=32, scale_format=(-20, 20)),
+    rp.ScaledFormat("bfloat16", block_size=32),
+    rp.ScaledFormat("float16"),
+]
+
+
+def _data(rows: int, length: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, length)) * 2.0 ** rng.integers(-140, 120, (rows, 1))
+    x *= 2.0 ** rng.integers(-30, 4, (rows, length))
+    special = np.array([0.0, -0.0, 1e-45, -1e-44, 1e-39, 3.4e38, np.inf, np.nan])
+    picks = rng.random((rows, length)) < 0.01
+    x[picks] = rng.choice(special, picks.sum())
+    with np.errstate(over="ignore"):
+        return x.astype(np.float32)
+
+
+def _run_both(x, fmt, mode, key, rand_bits):
+    plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, None if rand_bits == 64 else rand_bits, x.dtype)
+    rows, length = x.shape
+    block_size = fmt.block_size or length
+    blocks = -(-length // block_size)
+    block_params = plan.block_params[:6] + (block_size, 0)
+    outputs = []
+    for fast in (True, False):
+        out = np.empty_like(x)
+        scales = np.empty((rows, blocks))
+        if fast:
+            fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
+                                        plan.element_params, block_params, plan.float_params, int(plan.mode), key,
+                                        7, plan.rand_bits)
+        else:
+            general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
+                                       scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
+                                       block_params, plan.float_params, int(plan.mode), key, 7, plan.rand_bits)
+        outputs.append((out, scales))
+    return outputs
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=repr)
+def test_fast_kernel_matches_the_general_one(fmt):
+    for seed, (rows, length) in enumerate(((64, 96), (9, 1000), (3, 31))):
+        if fmt.block_size is None and rows > 3:
+            continue
+        x = _data(rows, length, seed)
+        for mode in layout.ALL_MODES:
+            for rand_bits in ((64, 9) if mode == layout.STOCHASTIC else (64,)):
+                (fast, fast_scales), (general, general_scales) = _run_both(x, fmt, mode, 2024 + seed, rand_bits)
+                bad = np.flatnonzero(fast.view(np.uint32) != general.view(np.uint32))
+                assert bad.size == 0, (f"{fmt!r} mode {mode} rand_bits {rand_bits}: {bad.size} differ, e.g. "
+                                       f"x={x.ravel()[bad[:3]]!r} fast={fast.ravel()[bad[:3]]!r} "
+                                       f"general={general.ravel()[bad[:3]]!r}")
+                np.testing.assert_array_equal(fast_scales, general_scales)
+
+
+def test_rp_round_takes_the_fast_kernel_for_float32_rows():
+    """float32 data blocked along the last axis go through the fast kernel (the
+    same bits as float64 data of the same values, which take the general one)."""
+    x = _data(16, 64, 5)
+    for name in ("mxfp8_e4m3", "mxfp4_e2m1", "mxint8"):
+        for mode in ("nearest", "down", "stochastic"):
+            got = rp.round(x, name, mode, rng=3)
+            want = rp.round(x.astype(np.float64), name, mode, rng=3)
+            np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
