@@ -6,9 +6,11 @@
 """
 from .accumulate import dot, matmul, sum
 from .array import RPArray, asarray
+from .faults import flip_bits
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import Mode
+from .packing import pack, unpack
 from .presets import format, formats, scaled_formats
 from .rounding import decode, encode, round
 from .scaledformat import ScaledFormat
@@ -29,5 +31,8 @@ __all__ = [
     "sum",
     "dot",
     "matmul",
+    "pack",
+    "unpack",
+    "flip_bits",
 ]
 __version__ = "0.1.0"
