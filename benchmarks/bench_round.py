@@ -77,10 +77,21 @@ FLOAT_FORMATS = (
     ("FloatFormat(6, 9, subnormals=False)", ("FloatFormat", 6, 9, False), None),
 )
 FIXED_FORMATS = (("q8.8", "q8.8", None), ("q16.16", "q16.16", None))
+# scaled formats: (label, rp.format spec or a ScaledFormat); rounded on raw N(0, 1) data
+SCALED_FORMATS = (
+    ("mxfp8_e4m3", "mxfp8_e4m3"),
+    ("mxfp4_e2m1", "mxfp4_e2m1"),
+    ("mxint8", "mxint8"),
+    ("nvfp4", "nvfp4"),
+    ("e4m3 per tensor", rp.ScaledFormat("e4m3")),
+    ("int8 per tensor", rp.ScaledFormat(rp.FixedFormat(8, 0))),
+)
 DTYPE_SHORT = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 
 def make_format(spec):
+    if isinstance(spec, rp.ScaledFormat):
+        return spec
     if isinstance(spec, tuple):
         _, exp_bits, man_bits, subnormals = spec
         return rp.FloatFormat(exp_bits, man_bits, subnormals=subnormals)
@@ -128,7 +139,9 @@ def make_input(fmt, value_set: str, dtype, n: int) -> np.ndarray:
     rng = np.random.default_rng(20240501)
     z = rng.standard_normal(n)
     fixed = isinstance(fmt, rp.FixedFormat)
-    if value_set == "gauss" and not fixed:
+    if isinstance(fmt, rp.ScaledFormat):  # the scales follow the data: raw N(0, 1)
+        x = np.maximum(z, 0.0) if value_set == "relu" else z
+    elif value_set == "gauss" and not fixed:
         x = z * min(1.0, fmt.max / 8)
     elif value_set in ("normal", "relu", "gauss"):
         if fixed:
@@ -365,6 +378,11 @@ def build_cases(peers: list[Peer]) -> list[Case]:
         fmt, _ = fmts[label]
         for mode in ("nearest", "stochastic"):
             cases.append(Case("fixed point", label, fmt, mode, f32, target="≥ 0.6", value_sets=FIXED_VALUE_SETS))
+    for label, spec in SCALED_FORMATS:
+        fmt = make_format(spec)
+        target = "-" if label == "nvfp4" else "≥ 0.5"
+        for mode in ("nearest", "stochastic"):
+            cases.append(Case("scaled", label, fmt, mode, f32, target=target, value_sets=("gauss",)))
     for label in ("bfloat16", "e4m3"):
         fmt, ml = fmts[label]
         for threads in (1, 2):
