@@ -84,6 +84,7 @@ from .accumulate import bounded_format, rounding_setup
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
+from .scaledformat import ScaledFormat
 from ._plan import random_key
 from .rounding import round as _round_onto
 
@@ -378,10 +379,12 @@ def _round_values(values: np.ndarray, target: _Target, residuals=None, operand_f
     """
     fmt = target.fmt
     carrier = np.dtype(fmt.carrier)
-    bounded = bounded_format(fmt, carrier)
     stochastic = target.mode.is_stochastic
     seed = int(target.rng.integers(2**63)) if stochastic else None
     values = np.asarray(values, dtype=np.float64, order="C")  # ascontiguousarray makes 0-d 1-d
+    if isinstance(fmt, ScaledFormat):  # the block scales follow the float64 result: one rounding of it
+        return np.asarray(_round_onto(values, fmt, target.mode, rng=seed)).astype(carrier)
+    bounded = bounded_format(fmt, carrier)
     rounded = np.asarray(_round_onto(values, bounded, target.mode, rng=seed))
     shortcut = operand_formats is not None and _double_rounding_is_harmless(bounded, target.mode) and all(
         format_contains(fmt, operand) for operand in operand_formats
@@ -594,6 +597,8 @@ def format_contains(big, small) -> bool:
 
 
 def _as_bounded(fmt):
+    if isinstance(fmt, ScaledFormat):
+        return fmt
     return bounded_format(fmt, np.dtype(fmt.carrier))
 
 
@@ -601,6 +606,8 @@ def _as_bounded(fmt):
 def _contains(big, small) -> bool:
     if big == small:
         return True
+    if isinstance(big, ScaledFormat) or isinstance(small, ScaledFormat):
+        return False  # a scaled format's values depend on the data: it holds no other format's
     if small.has_inf and not big.has_inf:
         return False
     big_grid, small_grid = _Grid(big), _Grid(small)

@@ -118,7 +118,8 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     if array.dtype != work_dtype:
         with np.errstate(invalid="ignore"):  # casting signalling NaNs
             array = array.astype(work_dtype)
-    array = np.ascontiguousarray(array)
+    if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
+        array = array.copy(order="C")
     outer, length, inner, block_size, axis = _layout(array.shape, fmt)
     tensor_scale = _tensor_scale(array, fmt)
     blocks = -(-length // block_size) if length else 0
