@@ -83,8 +83,8 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
             for a in range(first, stop):
                 for i in range(inner):
                     value = np.float64(source[o, a, i])
-                    if scale[i] != scale[i]:
-                        target[o, a, i] = np.nan
+                    if scale[i] != scale[i]:  # a NaN block: its scale code says so (elements: 0)
+                        target[o, a, i] = 0.0 if write_elements else np.nan
                         continue
                     scaled = value * inverse[i] if by_power_of_two else value / scale[i]
                     random = np.uint64(0)
