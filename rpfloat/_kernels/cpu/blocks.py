@@ -14,14 +14,17 @@ random number ``offset + (o * axis + a) * inner + i``: its C-order flat index.
 import numpy as np
 from numba import njit, types
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits
+from ..core.bits import (
+    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, wrapping_add,
+    wrapping_mul,
+)
 from ..core.element import round_bits
 from ..core.layout import ALL_MODES, P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
     power_of_two_exponent, significand_scale,
 )
-from ..core.stream import counter_bits, random_bits, segment_keys
+from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
 from .fast_bits import fast_round_bits
 from .loops import fast_bounds
 
@@ -125,6 +128,7 @@ def _fast_kernel(mode):
         element_max = float_params[F_ELEMENT_MAX]
         quantum = params[P_BELOW_QUANTUM_BITS]  # the element's smallest positive value
         largest_result = params[P_MAX_POS_BITS]
+        multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))  # kept in registers (bits.hidden_zero)
         # where both signs saturate at the same magnitude, every y beyond it rounds to
         # it in every mode: the loop clamps y to it (else such blocks take float64)
         top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
@@ -158,14 +162,17 @@ def _fast_kernel(mode):
                     keys = (np.uint32(0), np.uint32(0))
                     if mode >= STOCHASTIC:
                         keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
-                    counter = np.uint32(index & SEGMENT_MASK)
+                    # the stream's Weyl words, stepped rather than multiplied (as the block loop does)
+                    keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
                     for a in range(source_block.size):
                         bits = source_block[a]
                         magnitude = np.int32(bits & MAGNITUDE_32)
                         scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
                                                                   if magnitude != 0 else np.int32(0)))
-                        random = counter_bits(keys, np.uint32(counter + np.uint32(a))) if mode >= STOCHASTIC \
+                        random = keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC \
                             else np.uint64(0)
+                        keyed_high = wrapping_add(keyed_high, weyl_step)
+                        keyed_low = wrapping_add(keyed_low, weyl_step)
                         rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
                         rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
                         target_block[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
