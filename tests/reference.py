@@ -1,4 +1,4 @@
-"""A slow, exact oracle for rpfloat, written straight from SPEC.md §2 and §3.
+"""A slow, exact oracle for rpfloat, written straight from docs/rounding.md and docs/codes.md.
 
 Every value is a `fractions.Fraction`, so nothing here can round by accident.  The
 oracle never imports rpfloat: it reads only the public fields of a format object
@@ -6,7 +6,7 @@ oracle never imports rpfloat: it reads only the public fields of a format object
 `FixedFormat`: int_bits, frac_bits, signed, overflow), so any object with those
 fields will do (the self-check uses its own stand-ins).
 
-The model (SPEC §2): round onto the format's value set *as if its exponent range
+The model (docs/rounding.md): round onto the format's value set *as if its exponent range
 were unbounded above*, then apply overflow.  A float format's magnitudes are
 
     subnormals  k * 2**(emin - man_bits)            0 <= k < 2**man_bits
@@ -69,7 +69,7 @@ STOCHASTIC_MODES = ("stochastic", "stochastic_equal")
 
 
 def canonical_mode(mode: str) -> str:
-    """The canonical name of a rounding mode or alias (SPEC §2 table)."""
+    """The canonical name of a rounding mode or alias (docs/rounding.md)."""
     try:
         return _MODE_ALIASES[mode]
     except KeyError:
@@ -120,7 +120,7 @@ def _float_grid(fmt, dtype=None) -> _FloatGrid:
 def _make_float_grid(fmt, dtype) -> _FloatGrid:
     m = fmt.man_bits
     if fmt.exp_bits is None:
-        # SPEC §5: the IEEE-style format of precision man_bits+1 with the result
+        # docs/formats.md: the IEEE-style format of precision man_bits+1 with the result
         # dtype's emin and emax (subnormal spacing 2**(emin - man_bits)).
         if dtype is None:
             raise ValueError("exp_bits=None needs the result dtype")
@@ -281,7 +281,7 @@ def _fixed_overflow(k: int, fmt, policy: str) -> int:
 def resolve_overflow(fmt, overflow=None, dtype=None) -> str:
     """The overflow policy rp.round uses: `overflow`, else the format's default.
 
-    Raises ValueError for a policy the format cannot express (SPEC §2, §5).
+    Raises ValueError for a policy the format cannot express (docs/rounding.md).
     """
     if not is_float_format(fmt):
         return _fixed_policy(fmt, overflow)
@@ -329,7 +329,7 @@ def _signed_float(magnitude, negative: bool, g: _FloatGrid) -> float:
 
 
 def _float_overflow(negative: bool, mode: str, policy: str, g: _FloatGrid) -> float:
-    """What a magnitude above max becomes (IEEE 754 §7.4 style, SPEC §2)."""
+    """What a magnitude above max becomes (IEEE 754 §7.4 style, docs/rounding.md)."""
     max_value = float(g.max)
     if mode == "toward_zero" or (mode == "up" and negative) or (mode == "down" and not negative):
         return -max_value if negative else max_value
@@ -390,7 +390,7 @@ def _pick_fixed(mode, v: Fraction, k_lo: int) -> int:
 
 
 def round_reference(x, fmt, mode="nearest", overflow=None, dtype=np.float64) -> float:
-    """The exact SPEC §2 result of rounding one number x onto fmt.
+    """The exact result (docs/rounding.md) of rounding one number x onto fmt.
 
     x is a Python/NumPy float (finite, ±inf, NaN, ±0).  `dtype` is the result dtype
     (`np.result_type(input dtype, fmt.carrier)`); it matters only for exp_bits=None.
@@ -446,7 +446,7 @@ def stochastic_probability(
     and signed zero already applied) for the neighbours of smaller and larger
     magnitude; p_hi is a Fraction.  For `mode="stochastic"` p_hi is
     ``(|x|-|lo|)/(|hi|-|lo|)``; for "stochastic_equal" 1/2; with ``rand_bits=r`` it
-    is ``floor(p * 2**r) / 2**r`` (SPEC §2).  Exact inputs, NaN and ±inf give
+    is ``floor(p * 2**r) / 2**r`` (docs/rounding.md).  Exact inputs, NaN and ±inf give
     ``lo == hi`` (bit for bit, or both NaN) and ``p_hi == 0``.
     """
     x = float(x)
@@ -490,7 +490,7 @@ def stochastic_probability(
 
 
 # --------------------------------------------------------------------------------------
-# Codes (SPEC §3)
+# Codes (docs/codes.md)
 # --------------------------------------------------------------------------------------
 
 
@@ -511,7 +511,7 @@ def _nan_code(g: _FloatGrid, sign_bit: int) -> int:
 
 
 def encode_reference(value, fmt) -> int:
-    """The code (SPEC §3) of a value of fmt: sign | exponent | significand for
+    """The code (docs/codes.md) of a value of fmt: sign | exponent | significand for
     floats (the canonical NaN carries the value's sign, except "negzero" NaN),
     two's complement k for fixed point.  Raises ValueError for a value the format
     cannot hold."""

@@ -1,4 +1,4 @@
-"""The array contract of rp.round / encode / decode (SPEC §2, §3): dtypes, shapes,
+"""The array contract of rp.round / encode / decode (docs/rounding.md, docs/codes.md): dtypes, shapes,
 strides, byte order, out=, scalars, complex, randomness plumbing and bad input."""
 import ast
 import concurrent.futures

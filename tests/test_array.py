@@ -1,4 +1,4 @@
-"""RPArray (SPEC §4, §5): ufuncs, array functions, indexing, format combination, and
+"""RPArray (docs/arrays.md): ufuncs, array functions, indexing, format combination, and
 correct rounding of + - * / sqrt checked against an exact Fraction oracle."""
 import copy
 import math
@@ -31,7 +31,7 @@ def assert_same(actual, expected):
 
 
 def exact_round(z: Fraction, fmt, mode: str) -> float:
-    """SPEC §2 rounding of the exact rational `z` onto `fmt` (deterministic modes)."""
+    """Rounding (docs/rounding.md) of the exact rational `z` onto `fmt` (deterministic modes)."""
     negative = z < 0
     lo, hi, lo_odd, hi_odd = reference.neighbours(z, fmt, np.float64)
     away = lo if negative else hi

@@ -3,9 +3,9 @@ import importlib.util
 from pathlib import Path
 
 _PATH = Path(__file__).resolve().parent.parent / "benchmarks" / "loop_asm.py"
-_SPEC = importlib.util.spec_from_file_location("loop_asm", _PATH)
-loop_asm = importlib.util.module_from_spec(_SPEC)
-_SPEC.loader.exec_module(loop_asm)
+_LOADER = importlib.util.spec_from_file_location("loop_asm", _PATH)
+loop_asm = importlib.util.module_from_spec(_LOADER)
+_LOADER.loader.exec_module(loop_asm)
 
 VECTOR = "\tvpaddd\t%ymm1, %ymm2, %ymm3"
 COUNTING = ["\tvpminud\t%ymm0, %ymm3, %ymm0"] * 12                   # stores nothing

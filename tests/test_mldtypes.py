@@ -12,7 +12,7 @@ import pytest
 
 import rpfloat as rp
 
-# every ml_dtypes float type but the sign-less scale type (SPEC §1)
+# every ml_dtypes float type but the sign-less scale type (docs/formats.md)
 ML_FLOAT_TYPES = sorted(
     name
     for name in dir(ml_dtypes)
@@ -57,7 +57,7 @@ def test_round_matches_ml_dtypes_on_every_pattern(name, sweep):
     got = rp.round(sweep, name)
     assert got.dtype == np.float32
     if not rp.format(name).has_nan:
-        # ml_dtypes maps NaN to -0 here; rpfloat keeps NaN (SPEC §2)
+        # ml_dtypes maps NaN to -0 here; rpfloat keeps NaN (docs/rounding.md)
         nan = np.isnan(sweep)
         assert np.isnan(got[nan]).all()
         got, expected = got[~nan], expected[~nan]

@@ -118,7 +118,7 @@ def test_fixed_formats_match_oracle(data):
        mode=st.sampled_from([*DETERMINISTIC_MODES, *STOCHASTIC_MODES]))
 def test_policy_validation_matches_oracle(fmt, policy, mode):
     """A policy the format cannot express raises ValueError before any data is looked
-    at (SPEC §5); every other policy is accepted."""
+    at (docs/formats.md); every other policy is accepted."""
     try:
         resolve_overflow(fmt, policy)
     except ValueError:
@@ -310,7 +310,7 @@ def test_no_subnormal_variant_of_presets(name):
 
 
 # ---------------------------------------------------------------------------------------
-# exp_bits=None: the result dtype's range (SPEC §5)
+# exp_bits=None: the result dtype's range (docs/formats.md)
 # ---------------------------------------------------------------------------------------
 
 

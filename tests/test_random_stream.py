@@ -1,6 +1,6 @@
 """Stochastic rounding element by element: the documented stream and decision rule.
 
-SPEC §2: with an int seed, the element at C-order flat index ``i`` draws the
+docs/rounding.md: with an int seed, the element at C-order flat index ``i`` draws the
 ``i``-th number of the seed's stream. ``rpfloat/_kernels/random.py`` documents
 that stream; it is re-implemented here in plain Python integers, and with it the
 result of every element is predicted exactly:
@@ -10,7 +10,7 @@ result of every element is predicted exactly:
     stochastic:        hi  iff  floor((2**64 - 1 - R) / 2**(64 - r)) < t
     stochastic_equal:  hi  iff  R >= 2**63
 
-so P(hi) is t / 2**r, as the SPEC asks. The kernel computes this in several ways
+so P(hi) is t / 2**r, as docs/randomness.md says. The kernel computes this in several ways
 (a fast path adding random bits for ordinary magnitudes in blocks of elements, a
 general path comparing with the fraction, 32-bit halves for float32 data, 64-bit
 for float64); every one of them must give these bits, whatever its neighbours.

@@ -3,7 +3,7 @@
 The oracle is compared with independent implementations where they exist
 (ml_dtypes and NumPy casts for round-to-nearest-even with each type's own overflow
 behaviour, ml_dtypes bit patterns for encode/decode), with a brute-force search over
-decoded value lists for tiny formats, and with the worked examples of SPEC §2 and §5.
+decoded value lists for tiny formats, and with the worked examples of docs/rounding.md and docs/formats.md.
 Formats here are local stand-ins carrying only the public fields the oracle reads.
 """
 
@@ -153,7 +153,7 @@ def test_bfloat16_matches_ml_dtypes_on_float32_ties():
 
 
 def test_unbounded_exponent_is_bfloat16_for_float32():
-    # SPEC §5: float32 input with FloatFormat(None, 7) gives exactly bfloat16
+    # docs/formats.md: float32 input with FloatFormat(None, 7) gives exactly bfloat16
     xs = _float32_tie_values(stride=31)
     expected = _cast(_astype(xs, np.float32), ml_dtypes.bfloat16)
     _assert_matches(xs, expected, Float(None, 7), dtype=np.float32)
@@ -294,7 +294,7 @@ def test_fixed_neighbours_brute_force():
 
 
 # ---------------------------------------------------------------------------------------
-# Properties of the deterministic modes and SPEC worked examples
+# Properties of the deterministic modes and the documented worked examples
 # ---------------------------------------------------------------------------------------
 
 

@@ -157,7 +157,7 @@ RAND_BITS_FRACTIONS = [Fraction(3, 10), Fraction(7, 10), Fraction(1, 2), Fractio
 @pytest.mark.parametrize("frac", RAND_BITS_FRACTIONS, ids=str)
 @pytest.mark.parametrize("sign", [1, -1])
 def test_rand_bits_frequency(rand_bits, frac, sign):
-    """P(hi) = floor(frac * 2**r) / 2**r on the magnitude (SPEC §2)."""
+    """P(hi) = floor(frac * 2**r) / 2**r on the magnitude (docs/rounding.md)."""
     x = sign * (1 + float(frac) * 2.0**-7)  # bfloat16 step above 1 is 2**-7
     lo, hi, p = stochastic_probability(x, rp.format("bfloat16"), rand_bits)
     assert p == Fraction(math.floor(Fraction(abs(x) - 1) * 2**7 * 2**rand_bits), 2**rand_bits)
@@ -282,7 +282,7 @@ def test_no_rng_gives_fresh_entropy():
 
 @pytest.mark.parametrize("rand_bits", [None, 3, 8])
 def test_sign_symmetry_with_same_seed(rand_bits):
-    """Probability on the magnitude (SPEC §2): SR(-x) == -SR(x) for the same draws."""
+    """Probability on the magnitude (docs/rounding.md): SR(-x) == -SR(x) for the same draws."""
     xs = _sr_input()
     up = rp.round(xs, "bfloat16", "stochastic", rng=77, rand_bits=rand_bits)
     down = rp.round(-xs, "bfloat16", "stochastic", rng=77, rand_bits=rand_bits)

@@ -101,7 +101,7 @@ def test_stochastic_equal_takes_the_bit_kernel():
 
 def test_below_min_normal_without_subnormals():
     """Without subnormals, magnitudes below min_normal give 0 or min_normal, and a
-    tie at min_normal / 2 goes up (SPEC: the spacing below min_normal is min_normal)."""
+    tie at min_normal / 2 goes up (docs/rounding.md: the spacing below min_normal is min_normal)."""
     fmt = rp.FloatFormat(4, 3, subnormals=False)
     low = fmt.min_normal
     xs = np.array([low / 2, np.nextafter(np.float32(low / 2), 0), low / 4, 0.0, -0.0, -low / 2, low * 0.75],
