@@ -22,7 +22,7 @@ __all__ = ["ScaledFormat", "SCALE_ROUNDINGS", "E8M0_RANGE"]
 
 SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
 E8M0_RANGE = (-127, 127)  # the exponents of E8M0's finite codes 0..254 (255 is NaN)
-_LARGEST_SCALE_EXPONENT = 1023  # 2**s stays a finite float64
+_LARGEST_SCALE_EXPONENT = 1022  # 2**s and 2**-s stay normal float64 numbers
 
 
 @dataclass(frozen=True, repr=False)
@@ -74,9 +74,11 @@ class ScaledFormat:
     bits_per_element : float or None
         ``bits + scale_bits / block_size`` (None for one scale per array).
     carrier : type
-        The dtype ``rp.round`` computes in for float16 and float32 data:
-        ``np.float32`` unless the element needs float64. Rounded float32 data
-        are float32 numbers whatever their scale.
+        The dtype ``rp.round`` returns for float16 and float32 data:
+        ``np.float32``, unless the element needs float64 or the format has a
+        tensor scale (a block scale times a float32 tensor scale has up to 28
+        significant bits). With power-of-two or few-bit scales, rounded float32
+        data are float32 numbers.
 
     Examples
     --------
@@ -175,7 +177,7 @@ class ScaledFormat:
 
     @property
     def carrier(self) -> type:
-        return np.float64 if self.element.carrier is np.float64 else np.float32
+        return np.float64 if self.element.carrier is np.float64 or self.tensor_scale else np.float32
 
     def __repr__(self) -> str:
         element = self.element.name if self.element.name is not None else self.element
@@ -207,7 +209,7 @@ def _scale_format(scale_format, to_format):
             raise ValueError(f"scale_format as exponents must be a pair (s_min, s_max), got {scale_format!r}")
         low, high = (as_int(value, "scale_format") for value in scale_format)
         if not -_LARGEST_SCALE_EXPONENT <= low <= high <= _LARGEST_SCALE_EXPONENT:
-            raise ValueError(f"scale_format exponents must satisfy -1023 <= s_min <= s_max <= 1023, "
+            raise ValueError(f"scale_format exponents must satisfy -1022 <= s_min <= s_max <= 1022, "
                              f"got {scale_format!r}")
         return (low, high)
     if isinstance(scale_format, str):

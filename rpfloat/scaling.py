@@ -21,6 +21,7 @@ __all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_s
 
 _FLOAT64 = np.dtype(np.float64)
 _E8M0_NAN = 0xFF
+_SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 
 class ScaledPlan(NamedTuple):
@@ -99,14 +100,16 @@ def _layout(shape, fmt: ScaledFormat):
 
 def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     """NVFP4's second level: ``g = max|x| / (scale max * element max)`` in float32
-    over the finite values (1 where there are none or all are zero)."""
+    over the finite values (1 where there are none or all are zero), and at
+    least float32's smallest subnormal."""
     if not fmt.tensor_scale:
         return None
     magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
     largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
     if largest == 0:
         return np.float32(1)
-    return largest / np.float32(fmt.scale_format.max * fmt.element.max)
+    # at least float32's smallest subnormal: tiny data would make it 0
+    return max(largest / np.float32(fmt.scale_format.max * fmt.element.max), _SMALLEST_FLOAT32)
 
 
 def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):

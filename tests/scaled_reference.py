@@ -29,11 +29,12 @@ The specification:
 * A floating-point scale format: S = m / (element max * g) rounded to nearest-even
   in the scale format (saturating at its max), at least its smallest positive
   value; X = S * g, with g = 1, or with two-level scaling (tensor_scale) g =
-  float32(max |x| over finite x) / float32(scale max * element max) in float32
+  float32(max |x| over finite x) / float32(scale max * element max) in float32,
+  at least float32's smallest subnormal
   (g = 1 where that max is 0).
 * Each element: q = v / X rounded onto the element format in the given mode,
   saturating at the element's range; the result is X * q (float32 for float16 and
-  float32 data, float64 for float64 data).
+  float32 data, float64 for float64 data and for formats with a tensor scale).
 """
 
 from __future__ import annotations
@@ -249,9 +250,7 @@ def _tensor_scale(x: np.ndarray, fmt) -> np.float32 | None:
     denominator = np.float32(float(fmt.scale_format.max) * float(element_max(fmt.element)))
     with np.errstate(under="ignore"):
         g = np.float32(largest / denominator)
-    if g == 0:
-        raise ValueError("the tensor scale underflows to 0: the specification gives no scale")
-    return g
+    return max(g, np.float32(2.0**-149))  # at least float32's smallest subnormal
 
 
 def _significand_scale(m: Fraction, fmt, g: Fraction) -> Fraction:
@@ -302,9 +301,11 @@ def _block_scale(values, fmt, g):
     return S * g, None, encode_reference(float(S), fmt.scale_format)
 
 
-def _result_dtype(dtype) -> np.dtype:
-    dtype = np.dtype(dtype)
-    return np.dtype(np.float64) if dtype == np.float64 else np.dtype(np.float32)
+def _result_dtype(dtype, fmt) -> np.dtype:
+    """float64 for float64 data, for a tensor scale (block scale times g has up to
+    28 significant bits) and for elements float32 cannot hold; else float32."""
+    wide = np.dtype(dtype) == np.float64 or fmt.tensor_scale or fmt.element.carrier is np.float64
+    return np.dtype(np.float64) if wide else np.dtype(np.float32)
 
 
 def scaled_reference(x, fmt, mode: str = "nearest") -> ScaledReference:
@@ -312,7 +313,7 @@ def scaled_reference(x, fmt, mode: str = "nearest") -> ScaledReference:
     scaled format `fmt` in a deterministic `mode`, exactly (module docstring)."""
     x = np.asarray(x)
     assert x.dtype in (np.float16, np.float32, np.float64), x.dtype
-    result_dtype = _result_dtype(x.dtype)
+    result_dtype = _result_dtype(x.dtype, fmt)
     g32 = _tensor_scale(x, fmt)
     g = Fraction(float(g32)) if g32 is not None else Fraction(1)
     values = np.empty(x.shape, result_dtype)

@@ -539,15 +539,18 @@ def test_nvfp4_matches_oracle(tensor_scale):
 def test_tensor_scale_of_tiny_data():
     """Two-level scaling of float32 data whose max|x| / 2688 lies below float32's
     smallest subnormal (max|x| < 2688 * 2**-150, ~1.9e-42): g = float32(max|x|) /
-    float32(448 * 6) underflows to 0. Whatever rp makes of that, decode(encode(x))
-    must equal round(x), without warnings, and no finite block may become NaN."""
+    float32(448 * 6) would underflow to 0; it is float32's smallest subnormal
+    instead. decode(encode(x)) equals round(x), without warnings, no finite block
+    becomes NaN, and the oracle agrees."""
     fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)
     x = np.full(32, 1e-44, np.float32)
     x[1], x[20] = -3e-45, 0.0
     got = rp.round(x, fmt)
     assert not np.isnan(got).any()
     codes = rp.encode(x, fmt)
+    assert codes.tensor_scale == np.float32(2.0**-149)
     assert_same(rp.decode(codes, fmt), got.astype(np.float64), "decode(encode(x)) vs round(x)")
+    assert_same(got, scaled_reference(x, fmt).values, "round vs the oracle")
 
 
 def test_nvfp4_scale_clamps():

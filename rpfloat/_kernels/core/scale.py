@@ -23,6 +23,8 @@ quotient is one float64 rounding, so the result is exact for data of at most 24
 significant bits (the quotient cannot lie within 2**-53 of a midpoint of a
 format of a few bits without being on it).
 """
+import math
+
 import numpy as np
 from numba import njit
 
@@ -79,6 +81,23 @@ def power_of_two_exponent(largest, block_params, element_max):
     elif rounding == RCEIL:
         s += 1 if fraction > (float64_to_bits(element_max) & FRACTION_64) else 0
     return min(max(s, s_min), s_max)
+
+
+SMALLEST_NORMAL_64 = 2.0**-1022
+
+
+@njit(**NUMBA_OPTIONS)
+def kept_nonzero(scaled, value):
+    """`scaled` (``value`` divided by a block scale in float64), or
+    ``copysign(2**-1022, value)`` where that quotient fell below float64's
+    normal range from a nonzero `value` (and so lost bits, or all of them).
+    Rounding onto an element whose smallest positive value is above 2**-958
+    then decides as for the exact quotient: nearest gives 0, the directed modes,
+    odd and stochastic_equal see a nonzero magnitude of the right sign, and
+    stochastic rounding steps up with probability below 2**-64 either way."""
+    if abs(scaled) < SMALLEST_NORMAL_64 and value != 0.0:
+        return math.copysign(SMALLEST_NORMAL_64, value)
+    return scaled
 
 
 @njit(**NUMBA_OPTIONS)

@@ -22,7 +22,7 @@ from ..core.element import round_bits
 from ..core.layout import ALL_MODES, P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
-    power_of_two_exponent, significand_scale,
+    kept_nonzero, power_of_two_exponent, significand_scale,
 )
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
 from .fast_bits import fast_round_bits
@@ -89,7 +89,7 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
                     if scale[i] != scale[i]:  # a NaN block: its scale code says so (elements: 0)
                         target[o, a, i] = 0.0 if write_elements else np.nan
                         continue
-                    scaled = value * inverse[i] if by_power_of_two else value / scale[i]
+                    scaled = kept_nonzero(value * inverse[i] if by_power_of_two else value / scale[i], value)
                     random = np.uint64(0)
                     if mode >= STOCHASTIC:
                         random = random_bits(key, offset + (o * length + a) * inner + i)
@@ -181,7 +181,8 @@ def _fast_kernel(mode):
                     for a in range(source_block.size):
                         value = np.float64(bits_to_float32(source_block[a]))
                         random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
-                        rounded = bits_to_float64(round_bits(float64_to_bits(value * inverse), element_params, mode,
+                        rounded = bits_to_float64(round_bits(float64_to_bits(kept_nonzero(value * inverse, value)),
+                                                             element_params, mode,
                                                              random, rand_bits, True))
                         target_block[a] = float32_to_bits(np.float32(rounded * scale))
 
