@@ -133,15 +133,17 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
               and not np.may_share_memory(out, array))
     result = out if direct else np.empty(array.shape, work_dtype)
     scales = np.empty((outer, blocks, inner), np.float64)
+    fast = None
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
-        fast_kernel(int(plan.mode))(array.reshape(outer, length).view(np.int32),
-                                    result.reshape(outer, length).view(np.int32), scales.reshape(outer, blocks),
-                                    plan.fast_params, plan.element_params, block_params, float_params,
-                                    int(plan.mode), key, offset, plan.rand_bits)
+        fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
+    if fast is not None:
+        fast(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
+             scales.reshape(outer, blocks), plan.fast_params, plan.element_params, block_params, float_params,
+             int(plan.mode), key, offset, plan.rand_bits)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
-                     plan.element_params, plan.scale_params, block_params, float_params, int(plan.mode), key, offset,
-                     plan.rand_bits)
+                                   plan.element_params, plan.scale_params, block_params, float_params,
+                                   int(plan.mode), key, offset, plan.rand_bits)
     if axis is None:
         scales = scales.reshape(())
     else:

@@ -19,13 +19,13 @@ from ..core.bits import (
     wrapping_mul,
 )
 from ..core.element import round_bits
-from ..core.layout import ALL_MODES, P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
+from ..core.layout import P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
     kept_nonzero, power_of_two_exponent, significand_scale,
 )
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
-from .fast_bits import fast_round_bits
+from .fast_bits import FAST_BITS_MODES, fast_round_bits
 from .loops import fast_bounds
 
 BLOCK_PARAMS_TYPE = types.UniTuple(types.int64, N_BLOCK_PARAMS)
@@ -105,7 +105,8 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
 # exponent field (``y = |v| - s << 23``, exact while |v| and y are normal), round y
 # with the element's float32 fast path (``fast_bits.fast_round_bits``) and add s
 # back (exact while the result is normal or zero). The block's pass for its max
-# also finds its least nonzero magnitude, and the block takes the fast loop where
+# also finds its least nonzero magnitude (a long block: each piece of PIECE
+# elements, in a pass of its own), and a block or piece takes the fast loop where
 # both ends lie in that range (and its random counters stay in one 2**32
 # segment); else the float64 loop of `round_blocks` rounds it. Eight float32
 # lanes per vector, no per-element test.
@@ -115,6 +116,43 @@ MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 INF_32 = np.int32(0x7F800000)
 QUIET_NAN_32 = np.int32(0x7FC00000)
 SEGMENT_MASK = np.int64(0xFFFFFFFF)
+PIECE = 4096  # a long block's elements checked and rounded at a time (they stay in cache)
+
+
+@njit(**NUMBA_OPTIONS)
+def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, params, element_params, mode, key,
+                 index, rand_bits, multipliers, weyl_step):
+    """Round a block, or a piece of a long one, whose least nonzero magnitude is
+    `least`: in the fast loop where it and the block allow (`block_fast`), else
+    in float64. Element ``a`` draws random number ``index + a``."""
+    shift_32 = np.int32(shift)
+    fast = (block_fast and (least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low))
+            and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1)
+    if fast:
+        keys = (np.uint32(0), np.uint32(0))
+        if mode >= STOCHASTIC:
+            keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+        # the stream's Weyl words, stepped rather than multiplied (as the block loop does)
+        keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
+        for a in range(source.size):
+            bits = source[a]
+            magnitude = np.int32(bits & MAGNITUDE_32)
+            scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
+                                                      if magnitude != 0 else np.int32(0)))
+            random = keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC else np.uint64(0)
+            keyed_high = wrapping_add(keyed_high, weyl_step)
+            keyed_low = wrapping_add(keyed_low, weyl_step)
+            rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
+            rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
+            target[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
+    else:  # in float64
+        scale, inverse = power_of_two(exponent), power_of_two(-exponent)
+        for a in range(source.size):
+            value = np.float64(bits_to_float32(source[a]))
+            random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
+            rounded = bits_to_float64(round_bits(float64_to_bits(kept_nonzero(value * inverse, value)),
+                                                 element_params, mode, random, rand_bits, True))
+            target[a] = float32_to_bits(np.float32(rounded * scale))
 
 
 def _fast_kernel(mode):
@@ -152,39 +190,25 @@ def _fast_kernel(mode):
                 exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params, element_max)
                 scales[row, block] = power_of_two(exponent)
                 shift = np.int64(exponent) << 23
+                block_fast = (largest - shift <= top and largest_result + shift < INF_32
+                              and quantum + shift >= SMALLEST_NORMAL_32)
                 index = offset + row * length + first
-                fast = (largest - shift <= top and largest_result + shift < INF_32
-                        and quantum + shift >= SMALLEST_NORMAL_32
-                        and (least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low))
-                        and (index & SEGMENT_MASK) + (stop - first) <= SEGMENT_MASK + 1)
-                if fast:
-                    shift_32 = np.int32(shift)
-                    keys = (np.uint32(0), np.uint32(0))
-                    if mode >= STOCHASTIC:
-                        keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
-                    # the stream's Weyl words, stepped rather than multiplied (as the block loop does)
-                    keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
-                    for a in range(source_block.size):
-                        bits = source_block[a]
-                        magnitude = np.int32(bits & MAGNITUDE_32)
-                        scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
-                                                                  if magnitude != 0 else np.int32(0)))
-                        random = keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC \
-                            else np.uint64(0)
-                        keyed_high = wrapping_add(keyed_high, weyl_step)
-                        keyed_low = wrapping_add(keyed_low, weyl_step)
-                        rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
-                        rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
-                        target_block[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
-                else:  # the block in float64
-                    scale, inverse = power_of_two(exponent), power_of_two(-exponent)
-                    for a in range(source_block.size):
-                        value = np.float64(bits_to_float32(source_block[a]))
-                        random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
-                        rounded = bits_to_float64(round_bits(float64_to_bits(kept_nonzero(value * inverse, value)),
-                                                             element_params, mode,
-                                                             random, rand_bits, True))
-                        target_block[a] = float32_to_bits(np.float32(rounded * scale))
+                if source_block.size <= PIECE:
+                    _round_piece(source_block, target_block, least, block_fast, shift, exponent, low, clamp, params,
+                                 element_params, mode, key, index, rand_bits, multipliers, weyl_step)
+                    continue
+                # a long block (one scale per row or array) in pieces, each checked for
+                # its least magnitude, so that one tiny value sends one piece to float64
+                for piece_first in range(0, source_block.size, PIECE):
+                    piece_stop = min(piece_first + PIECE, source_block.size)
+                    source_piece = source_block[piece_first:piece_stop]
+                    least = INF_32
+                    for a in range(source_piece.size):
+                        magnitude = np.int32(source_piece[a] & MAGNITUDE_32)
+                        least = min(least, magnitude if magnitude != 0 else INF_32)
+                    _round_piece(source_piece, target_block[piece_first:piece_stop], least, block_fast, shift,
+                                 exponent, low, clamp, params, element_params, mode, key, index + piece_first,
+                                 rand_bits, multipliers, weyl_step)
 
     return round_blocks_float32
 
@@ -192,7 +216,8 @@ def _fast_kernel(mode):
 FAST_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(types.int32, 2, "C"),
                             types.Array(types.float64, 2, "C"), PARAMS_TYPE, PARAMS_TYPE, BLOCK_PARAMS_TYPE,
                             FLOAT_PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
-FAST_KERNELS = tuple(_fast_kernel(mode) for mode in ALL_MODES)  # by mode number; compiled on first use
+# by mode number, for the modes fast_round_bits decides; compiled on first use
+FAST_KERNELS = tuple(_fast_kernel(mode) for mode in FAST_BITS_MODES)
 
 
 def general_kernel(data_dtype):
@@ -205,7 +230,9 @@ def general_kernel(data_dtype):
 
 def fast_kernel(mode):
     """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
-    from numba's cache, on first use)."""
-    kernel = FAST_KERNELS[mode]
+    from numba's cache, on first use), or None for a mode it does not serve."""
+    if mode not in FAST_BITS_MODES:
+        return None
+    kernel = FAST_KERNELS[FAST_BITS_MODES.index(mode)]
     kernel.compile(FAST_SIGNATURE)
     return kernel.overloads[FAST_SIGNATURE.args].entry_point
