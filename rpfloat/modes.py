@@ -11,7 +11,7 @@ __all__ = ["Mode", "parse_mode"]
 
 
 class Mode(enum.IntEnum):
-    """A rounding mode (docs/semantics.md defines each).
+    """A rounding mode (docs/rounding.md defines each).
 
     Examples
     --------

@@ -24,12 +24,14 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     x : array_like
         Real or complex numbers (integers and bools are taken as float64). Any
         shape, strides or byte order; never modified unless it is `out`.
-    fmt : FloatFormat, FixedFormat or str
-        The target format or a name accepted by :func:`rpfloat.format`.
+    fmt : FloatFormat, FixedFormat, ScaledFormat or str
+        The target format or a name accepted by :func:`rpfloat.format`. A
+        :class:`~rpfloat.ScaledFormat` rounds blocks with shared scales
+        (docs/scaled.md); its elements always saturate.
     mode : str
         ``"nearest"`` (ties to even), ``"nearest_away"``, ``"toward_zero"``,
         ``"up"``, ``"down"``, ``"odd"``, ``"stochastic"`` or ``"stochastic_equal"``,
-        or one of their aliases (docs/semantics.md defines each).
+        or one of their aliases (docs/rounding.md defines each).
     overflow : {None, "inf", "saturate", "nan", "wrap"}
         What a value beyond ``fmt.max`` becomes; None takes the format's default.
         ``toward_zero`` (and ``up``/``down`` on the side they truncate) never
@@ -67,7 +69,9 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
 def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, rand_bits=None, out=None):
     """:func:`round` for a chunk of a larger array whose first element has C-order
     flat index `offset` in the whole: with the same int seed, the chunk gets the
-    bits that rounding the whole would give it (dask, GPUs, streaming)."""
+    bits that rounding the whole would give it (dask, GPUs, streaming). For a
+    scaled format that holds where the chunk is made of whole blocks (its scales
+    depend on the blocks' contents), never for one scale per array."""
     array = _input_array(x)
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     if plan.__class__ is ScaledPlan:
