@@ -17,5 +17,25 @@ except ImportError as error:
     ) from error
 
 from .functional import round
+from .modules import (
+    QuantConfig,
+    Quantize,
+    TensorConfig,
+    master_parameter,
+    quantize_model,
+    quantized_state_dict,
+    register_quantizable,
+    remove_quantization,
+)
 
-__all__ = ["round"]
+__all__ = [
+    "round",
+    "Quantize",
+    "TensorConfig",
+    "QuantConfig",
+    "quantize_model",
+    "remove_quantization",
+    "quantized_state_dict",
+    "master_parameter",
+    "register_quantizable",
+]
