@@ -1,20 +1,38 @@
-"""``python -m rpfloat``: the command line.
+"""``python -m rpfloat``: the command line (docs/cli.md).
 
 ``python -m rpfloat`` with no command, or ``python -m rpfloat demo``, prints a
-table of the preset formats and a small rounding demo; ``--help`` lists the
-commands.
+table of the preset formats and a small rounding demo; ``info`` tabulates
+formats; ``round`` rounds a .npy/.npz file into another, chunk by chunk, and
+prints its statistics; ``bench`` runs the repository's benchmark. ``--help``
+lists the commands, ``COMMAND --help`` each one's arguments.
+
+Exit status: 0 on success, 1 where an input file cannot be read or the output
+cannot be written, 2 for bad arguments (the message names the argument).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import math
+import os
+import secrets
+import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import tempfile
+import zipfile
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
 import rpfloat as rp
+from rpfloat._plan import plan_for
+from rpfloat.modes import parse_mode
+from rpfloat.rounding import round_chunk
+from rpfloat.stats import RoundingStats, kernel_limits, packed_nbytes
 
 DEMO_FORMATS = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "q8.8")
 
@@ -86,12 +104,513 @@ def run_demo(arguments: argparse.Namespace) -> int:
     return 0
 
 
+# -- info ---------------------------------------------------------------------------------
+
+NAN_ENCODINGS = {  # FloatFormat.nan: where its NaN codes are
+    "ieee": "exp. all ones",
+    "max": "all-ones code",
+    "negzero": "code of -0",
+    None: "none",
+}
+
+
+def format_argument(name: str):
+    """A FORMAT argument: the format :func:`rpfloat.format` makes of `name`
+    (argparse reports an unknown name, naming the argument, and exits 2)."""
+    try:
+        return rp.format(name)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _number(value) -> str:
+    """`value` exactly where that is short, else to 8 digits; "-" for None."""
+    if value is None:
+        return "-"
+    exact = repr(float(value))
+    return exact.removesuffix(".0") if len(exact) <= 12 else f"{value:.8g}"
+
+
+def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """`rows` under `header`: the first column left-aligned, the others right-aligned."""
+    rows = [tuple(header), *rows]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    lines = ["  ".join([row[0].ljust(widths[0]), *(cell.rjust(width) for cell, width in zip(row[1:], widths[1:]))])
+             for row in rows]
+    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+
+
+def format_row(fmt) -> tuple[str, ...]:
+    """One row of the element-format table (see :data:`FORMAT_HEADER`)."""
+    name = fmt.name or repr(fmt)
+    if isinstance(fmt, rp.FixedFormat):
+        return (name, str(fmt.bits), _number(fmt.max), _number(fmt.min), "-", "-", _number(fmt.eps), "no", "none")
+    return (name, "-" if fmt.bits is None else str(fmt.bits), _number(fmt.max), _number(fmt.min),
+            _number(fmt.min_normal), _number(fmt.smallest_subnormal), _number(fmt.eps),
+            "yes" if fmt.has_inf else "no", NAN_ENCODINGS[fmt.nan] if fmt.has_nan else "none")
+
+
+FORMAT_HEADER = ("name", "bits", "max", "min", "min normal", "smallest subnormal", "eps", "inf", "NaN")
+
+
+def scaled_row(fmt: rp.ScaledFormat) -> tuple[str, ...]:
+    """One row of the scaled-format table (see :data:`SCALED_HEADER`)."""
+    element = fmt.element.name or repr(fmt.element)
+    if fmt.scale_format == "e8m0":
+        scale = "e8m0"
+    elif isinstance(fmt.scale_format, tuple):
+        scale = f"2**[{fmt.scale_format[0]}, {fmt.scale_format[1]}]"
+    else:
+        scale = fmt.scale_format.name or repr(fmt.scale_format)
+    if fmt.tensor_scale:
+        scale += " x tensor"
+    block = "array" if fmt.block_size is None else f"{fmt.block_size} (axis {fmt.axis})"
+    bits_per_element = "-" if fmt.bits_per_element is None else f"{fmt.bits_per_element:g}"
+    largest = kernel_limits(fmt, np.dtype(np.float64))[1]
+    return (fmt.name or repr(fmt), element, block, scale, bits_per_element, _number(float(largest)))
+
+
+SCALED_HEADER = ("name", "element", "block", "scale", "bits/element", "largest")
+
+
+def run_info(arguments: argparse.Namespace) -> int:
+    """``info``: tabulate the named formats, or every preset; exit code 0."""
+    chosen = arguments.formats
+    if chosen:
+        plain = [fmt for fmt in chosen if not isinstance(fmt, rp.ScaledFormat)]
+        scaled = [fmt for fmt in chosen if isinstance(fmt, rp.ScaledFormat)]
+    else:
+        plain, scaled = list(rp.formats.values()), list(rp.scaled_formats.values())
+    tables = []
+    if plain:
+        tables.append(text_table(FORMAT_HEADER, [format_row(fmt) for fmt in plain]))
+    if scaled:
+        tables.append("scaled formats (largest: element max times the largest scale)\n\n"
+                      + text_table(SCALED_HEADER, [scaled_row(fmt) for fmt in scaled]))
+    print("\n\n".join(tables))
+    return 0
+
+
+def add_info_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("formats", nargs="*", type=format_argument, metavar="FORMAT",
+                        help="format names as rpfloat.format takes them (e4m3, bf16, q8.8, mxfp4, e5m7, ...); "
+                             "default: every preset")
+
+
+# -- round --------------------------------------------------------------------------------
+
+DEFAULT_CHUNK = 1 << 22  # elements per chunk: 16 MiB of float32 in, as much out
+
+
+class UsageError(Exception):
+    """A bad argument found after parsing: exit status 2, naming `argument`."""
+
+    def __init__(self, argument: str, message: str):
+        super().__init__(message)
+        self.argument = argument
+
+
+class FileError(Exception):
+    """An input that cannot be read or an output that cannot be written: exit status 1."""
+
+
+def mode_argument(name: str):
+    try:
+        return parse_mode(name)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _int_at_least(lowest: int, what: str) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            value = int(text, 0)
+        except ValueError:
+            try:
+                value = float(text)  # 1e6, 4e6
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+            if not value.is_integer():
+                raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+            value = int(value)
+        if value < lowest:
+            raise argparse.ArgumentTypeError(f"{what} must be >= {lowest}, got {value}")
+        return value
+
+    return convert
+
+
+class InputArray:
+    """The array to round, read chunk by chunk in C order: a .npy file through a
+    read-only memory map, a member of a .npz file as a stream (one whole read for
+    Fortran-ordered data, which C-order chunks would scatter)."""
+
+    def __init__(self, path: Path, key: str | None):
+        self.path = path
+        self.key = key
+        self._zip = None
+        self._stream = None
+        self._flat = None
+        self._position = 0
+        try:
+            if path.suffix.lower() == ".npz":
+                self._open_npz(key)
+            else:
+                self._open_npy()
+        except (UsageError, FileError):
+            self.close()
+            raise
+        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            self.close()
+            raise FileError(f"cannot read {path}: {_reason(error)}") from None
+        if self.dtype.kind not in "biufc":
+            self.close()
+            raise FileError(f"{path} holds an array of dtype {self.dtype}, not numbers")
+
+    def _open_npy(self):
+        with open(self.path, "rb") as file:
+            magic = file.read(6)
+        if magic != b"\x93NUMPY":
+            raise FileError(f"cannot read {self.path}: not a NumPy .npy file")
+        array = np.load(self.path, mmap_mode="r", allow_pickle=False)
+        self.shape, self.dtype = array.shape, array.dtype
+        if array.dtype.kind in "biufc" and not array.flags.c_contiguous:
+            array = np.ascontiguousarray(array)  # Fortran order: read whole
+        self._flat = array.reshape(-1)
+
+    def _open_npz(self, key):
+        self._zip = zipfile.ZipFile(self.path)
+        names = [name[:-4] for name in self._zip.namelist() if name.endswith(".npy")]
+        if key is None:
+            if len(names) != 1:
+                raise UsageError("--key", f"{self.path} holds {len(names)} arrays ({', '.join(names) or 'none'}); "
+                                          "name the one to round with --key")
+            key = names[0]
+        elif key not in names:
+            raise UsageError("--key", f"{self.path} has no array {key!r}; it holds {', '.join(names) or 'none'}")
+        self.key = key
+        stream = self._zip.open(f"{key}.npy")
+        version = np.lib.format.read_magic(stream)
+        if version == (1, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
+        elif version == (2, 0):
+            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
+        else:
+            fortran_order = True  # another header version: let NumPy read it whole
+        if fortran_order:
+            stream.close()
+            with self._zip.open(f"{key}.npy") as whole:
+                array = np.lib.format.read_array(whole, allow_pickle=False)
+            self.shape, self.dtype = array.shape, array.dtype
+            self._flat = np.ascontiguousarray(array).reshape(-1)
+            return
+        if dtype.hasobject:
+            raise FileError(f"{self.path}: array {key!r} holds Python objects, not numbers")
+        self.shape, self.dtype = shape, dtype
+        self._stream = stream
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    def read(self, start: int, stop: int) -> np.ndarray:
+        """Elements ``[start, stop)`` in C order, flat (streams read in order only)."""
+        if self._flat is not None:
+            return self._flat[start:stop]
+        if start != self._position:
+            raise RuntimeError("an .npz member reads its chunks in order")
+        count = stop - start
+        try:
+            data = self._stream.read(count * self.dtype.itemsize)
+        except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+            raise FileError(f"cannot read {self.path}: {_reason(error)}") from None
+        if len(data) != count * self.dtype.itemsize:
+            raise FileError(f"cannot read {self.path}: array {self.key!r} ends early (truncated file?)")
+        self._position = stop
+        return np.frombuffer(data, self.dtype, count)
+
+    def close(self):
+        for handle in (self._stream, self._zip):
+            if handle is not None:
+                handle.close()
+        self._flat = None
+
+
+def _is_npz(path: Path) -> bool:
+    return path.suffix.lower() == ".npz"
+
+
+def _reason(error: BaseException) -> str:
+    """An exception's message on one line."""
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    text = " ".join(str(error).split())
+    return text or type(error).__name__
+
+
+class OutputArray:
+    """The rounded array, written in C order to a temporary file next to OUT that
+    replaces OUT only once complete (:meth:`commit`); :meth:`discard` removes it.
+    A .npz OUT is an uncompressed archive holding the one array `key`."""
+
+    def __init__(self, path: Path, key: str, shape: tuple, dtype: np.dtype):
+        self.path = path
+        directory = path.parent
+        try:
+            descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+        except OSError as error:
+            raise FileError(f"cannot write {path}: {_reason(error)}") from None
+        self._temporary = Path(temporary)
+        self._file = os.fdopen(descriptor, "wb")
+        self._zip = self._member = None
+        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+                  "shape": tuple(shape)}
+        try:
+            if _is_npz(path):
+                self._zip = zipfile.ZipFile(self._file, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
+                self._member = self._zip.open(f"{key}.npy", "w", force_zip64=True)
+                target = self._member
+            else:
+                target = self._file
+            try:
+                np.lib.format.write_array_header_1_0(target, header)
+            except ValueError:  # a header beyond 64 KiB (millions of dimensions)
+                np.lib.format.write_array_header_2_0(target, header)
+        except BaseException:
+            self.discard()
+            raise
+        self._target = target
+
+    def write(self, values: np.ndarray) -> None:
+        self._target.write(np.ascontiguousarray(values).data.cast("B"))
+
+    def commit(self) -> None:
+        """Finish the file and move it onto OUT (keeping OUT's permissions where it exists)."""
+        if self._member is not None:
+            self._member.close()
+            self._zip.close()
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._file.close()
+        try:
+            mode = self.path.stat().st_mode & 0o7777
+        except OSError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(self._temporary, mode)
+        os.replace(self._temporary, self.path)
+
+    def discard(self) -> None:
+        for handle in (self._member, self._zip, self._file):
+            try:
+                if handle is not None:
+                    handle.close()
+            except (OSError, ValueError):
+                pass
+        self._temporary.unlink(missing_ok=True)
+
+
+class Progress:
+    """A text progress bar on stderr, redrawn where the percentage changes."""
+
+    def __init__(self, total: int, enabled: bool, label: str):
+        self.total, self.enabled, self.label = total, enabled, label
+        self._shown = -1
+
+    def update(self, done: int) -> None:
+        if not self.enabled:
+            return
+        percent = 100 if self.total == 0 else 100 * done // self.total
+        if percent == self._shown:
+            return
+        self._shown = percent
+        filled = percent * 30 // 100
+        sys.stderr.write(f"\r{self.label} [{'#' * filled}{'.' * (30 - filled)}] {percent:3d}%")
+        sys.stderr.flush()
+
+    def finish(self) -> None:
+        if self.enabled and self._shown >= 0:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def chunk_ranges(shape: tuple, fmt, chunk: int) -> Iterator[tuple[int, int, tuple]]:
+    """``(start, stop, shape)`` of the chunks to round: C-order ranges of at most
+    `chunk` elements (at least one block of a scaled format) and the shape each is
+    rounded in. A scaled format's chunks hold whole rows, or pieces of one row
+    made of whole blocks, where its blocks run along the last axis; it takes the
+    whole array at once otherwise (one scale per array, another axis, a tensor
+    scale)."""
+    size = math.prod(shape)
+    if not isinstance(fmt, rp.ScaledFormat):
+        for start in range(0, size, chunk):
+            stop = min(size, start + chunk)
+            yield start, stop, (stop - start,)
+        return
+    if not _scaled_chunks_hold(shape, fmt) or size == 0:
+        yield 0, size, tuple(shape)
+        return
+    row = shape[-1]
+    if row <= chunk:
+        rows_per_chunk = chunk // row
+        for start in range(0, size, rows_per_chunk * row):
+            stop = min(size, start + rows_per_chunk * row)
+            yield start, stop, ((stop - start) // row, row)
+        return
+    piece = max(fmt.block_size, chunk // fmt.block_size * fmt.block_size)
+    for row_start in range(0, size, row):
+        for start in range(row_start, row_start + row, piece):
+            stop = min(row_start + row, start + piece)
+            yield start, stop, (1, stop - start)
+
+
+def _scaled_chunks_hold(shape: tuple, fmt: rp.ScaledFormat) -> bool:
+    """Whether chunks of whole rows round `fmt` as the whole array would."""
+    return (fmt.block_size is not None and not fmt.tensor_scale and len(shape) >= 1
+            and fmt.axis % len(shape) == len(shape) - 1)
+
+
+def _check_rounding_arguments(fmt, mode, overflow, rand_bits) -> None:
+    """Raise UsageError naming the argument that `rp.round` would refuse."""
+    for argument, settings in (("--overflow", (overflow, None)), ("--rand-bits", (overflow, rand_bits))):
+        try:
+            plan_for(fmt, mode, *settings, np.dtype(np.float32))
+        except (TypeError, ValueError) as error:
+            raise UsageError(argument, str(error)) from None
+
+
+def run_round(arguments: argparse.Namespace) -> int:
+    """``round``: round IN into OUT chunk by chunk, print the statistics; exit code 0."""
+    fmt, mode = arguments.format, arguments.mode
+    _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
+    if arguments.key is not None and not (_is_npz(arguments.input) or _is_npz(arguments.output)):
+        raise UsageError("--key", "names an array of an .npz file; IN and OUT are .npy files")
+    seed = arguments.seed
+    if seed is None and mode.is_stochastic:
+        seed = secrets.randbits(63)  # drawn once: every chunk must draw from the same stream
+    source = InputArray(arguments.input, arguments.key)
+    try:
+        if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):
+            raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
+        result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
+        ranges = list(chunk_ranges(source.shape, fmt, arguments.chunk))
+        if isinstance(fmt, rp.ScaledFormat) and len(ranges) == 1 and source.size > arguments.chunk:
+            print(f"note: {fmt.name or 'this format'} needs the whole array at once (one scale per array, "
+                  "blocks along another axis than the last, or a tensor scale); rounding it in one piece",
+                  file=sys.stderr)
+        target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape, result_dtype)
+        progress = Progress(source.size, _show_progress(arguments.progress), f"rounding {arguments.input.name}")
+        parts = []
+        try:
+            for start, stop, chunk_shape in ranges:
+                values = source.read(start, stop).reshape(chunk_shape)
+                rounded, part = round_chunk(values, fmt, mode, offset=start, overflow=arguments.overflow, rng=seed,
+                                            rand_bits=arguments.rand_bits, stats=True)
+                target.write(np.asarray(rounded, dtype=result_dtype))
+                parts.append(part)
+                progress.update(stop)
+            progress.finish()
+            target.commit()
+        except BaseException as error:
+            progress.finish()
+            target.discard()
+            if isinstance(error, OSError):  # a full disk, a vanished folder
+                raise FileError(f"cannot write {arguments.output}: {_reason(error)}") from None
+            raise
+    finally:
+        source.close()
+    stats = _whole_stats(parts, source, fmt, result_dtype)
+    described = fmt.name or repr(fmt)
+    print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} "
+          f"({result_dtype})")
+    seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
+                                                                     if arguments.seed is None else "")
+    print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
+    print(stats.summary())
+    return 0
+
+
+def _result_dtype(input_dtype, fmt, mode, overflow, rand_bits) -> np.dtype:
+    return np.dtype(plan_for(fmt, mode, overflow, rand_bits, input_dtype).result_dtype)
+
+
+def _whole_stats(parts, source: InputArray, fmt, result_dtype) -> RoundingStats:
+    """The chunks' statistics combined, with the whole array's sizes (chunks pad
+    their packed codes to whole bytes each)."""
+    if parts:
+        stats = RoundingStats.combined(parts)
+    else:  # no chunk: an empty array
+        stats = RoundingStats(0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0, 0)
+    is_complex = source.dtype.kind == "c"
+    return dataclasses.replace(stats, bytes_before=source.size * source.dtype.itemsize,
+                               bytes_after=packed_nbytes(fmt, source.shape, is_complex, result_dtype))
+
+
+def _show_progress(requested: bool | None) -> bool:
+    if requested is not None:
+        return requested
+    return sys.stderr.isatty()
+
+
+def add_round_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("input", type=Path, metavar="IN", help="the array to round: a .npy or .npz file")
+    parser.add_argument("output", type=Path, metavar="OUT",
+                        help="where the rounded array goes: a .npy file, or an .npz file (by its suffix); "
+                             "replaced only once complete")
+    parser.add_argument("--format", "-f", required=True, type=format_argument, metavar="FORMAT",
+                        help="the format to round to: any name rpfloat.format takes (e4m3, bf16, q8.8, mxfp4, ...)")
+    parser.add_argument("--mode", "-m", default=parse_mode("nearest"), type=mode_argument,
+                        help="rounding mode (default nearest): nearest, nearest_away, toward_zero, up, down, odd, "
+                             "stochastic, stochastic_equal or an alias")
+    parser.add_argument("--seed", type=_int_at_least(0, "--seed"), default=None,
+                        help="seed of the stochastic modes (default: drawn, and printed)")
+    parser.add_argument("--overflow", choices=("inf", "saturate", "nan", "wrap"), default=None,
+                        help="what values beyond the format's range become (default: the format's own policy)")
+    parser.add_argument("--rand-bits", type=_int_at_least(1, "--rand-bits"), default=None, metavar="BITS",
+                        help="random bits per stochastic rounding, 1 to 64 (default 64)")
+    parser.add_argument("--key", default=None, metavar="NAME",
+                        help="the array of an .npz IN to round (default: its only one), and its name in an "
+                             ".npz OUT (default: the input's name, else arr_0)")
+    parser.add_argument("--chunk", type=_int_at_least(1, "--chunk"), default=DEFAULT_CHUNK, metavar="ELEMENTS",
+                        help=f"elements rounded at a time (default {DEFAULT_CHUNK}); the results do not depend on it")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show a progress bar on stderr (default: where stderr is a terminal)")
+
+
+# -- bench --------------------------------------------------------------------------------
+
+BENCH_SCRIPT = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_round.py"
+
+
+def run_bench(arguments: argparse.Namespace) -> int:
+    """``bench``: run benchmarks/bench_round.py (``--quick`` unless given
+    arguments); its exit code, or 1 where the script is not there."""
+    if not BENCH_SCRIPT.is_file():
+        print(f"python -m rpfloat bench: error: {BENCH_SCRIPT} is not there: the benchmark ships with the "
+              "rpfloat repository, not the installed package", file=sys.stderr)
+        return 1
+    script_arguments = arguments.script_arguments or ["--quick"]
+    return subprocess.run([sys.executable, str(BENCH_SCRIPT), *script_arguments]).returncode
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("script_arguments", nargs="*", metavar="ARGUMENT",
+                        help="arguments for bench_round.py after '--' (default: --quick), e.g. "
+                             "'python -m rpfloat bench -- --sizes 1e6 --no-peers'")
+
+
+# -- the command table --------------------------------------------------------------------
+
+
 class Command(NamedTuple):
-    """A subcommand: its one-line help, its description and what runs it."""
+    """A subcommand: its one-line help, its description, what runs it and what
+    adds its arguments to its parser."""
 
     help: str
     description: str
     run: Callable[[argparse.Namespace], int]  # takes the parsed arguments, returns the exit code
+    add_arguments: Callable[[argparse.ArgumentParser], None] | None = None
 
 
 COMMANDS = {
@@ -103,30 +622,76 @@ COMMANDS = {
         ),
         run=run_demo,
     ),
+    "info": Command(
+        help="tabulate formats: bits, max, min normal, smallest subnormal, eps, inf and NaN",
+        description=(
+            "Print an np.finfo-like table of the named formats, or of every preset (and the scaled "
+            "presets in a second table): bits, max, min, min normal, smallest subnormal, eps, whether "
+            "there is inf, and where the NaN codes are."
+        ),
+        run=run_info,
+        add_arguments=add_info_arguments,
+    ),
+    "round": Command(
+        help="round a .npy/.npz file into another and print rounding statistics",
+        description=(
+            "Round the array in IN (.npy, or one array of an .npz) onto a format and write it to OUT "
+            "(.npy or .npz), chunk by chunk through a memory map, bit for bit as rp.round of the whole "
+            "array with the same seed. Prints the counts of inexact, overflowed, underflowed, flushed "
+            "and NaN results, the errors and the packed size (docs/cli.md). Exit status 1 where IN "
+            "cannot be read or OUT not written (OUT is then left as it was), 2 for bad arguments."
+        ),
+        run=run_round,
+        add_arguments=add_round_arguments,
+    ),
+    "bench": Command(
+        help="run the benchmark table (benchmarks/bench_round.py --quick)",
+        description=(
+            "Run benchmarks/bench_round.py of the rpfloat repository, --quick unless arguments "
+            "follow '--'. Exit status 1 where the script is not there (an installed package)."
+        ),
+        run=run_bench,
+        add_arguments=add_bench_arguments,
+    ),
 }
 DEFAULT_COMMAND = "demo"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser: one subcommand per entry of :data:`COMMANDS`."""
+    """The argument parser: one subcommand per entry of :data:`COMMANDS` (their
+    parsers in the parser's ``command_parsers``)."""
     parser = argparse.ArgumentParser(
         prog="python -m rpfloat",
         description="Simulate binary floating-point and fixed-point formats on NumPy arrays.",
         epilog=f"Without a command, runs '{DEFAULT_COMMAND}'.",
     )
     subcommands = parser.add_subparsers(dest="command", title="commands", metavar="COMMAND")
+    parser.command_parsers = {}
     for name, command in COMMANDS.items():
-        subcommands.add_parser(name, help=command.help, description=command.description)
+        subparser = subcommands.add_parser(name, help=command.help, description=command.description)
+        if command.add_arguments is not None:
+            command.add_arguments(subparser)
+        parser.command_parsers[name] = subparser
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command that ``argv`` (default: ``sys.argv[1:]``) names; return the exit code.
 
-    Wrong arguments make argparse print the usage and exit with status 2.
+    Wrong arguments make argparse print the usage and exit with status 2; an
+    input that cannot be read or an output that cannot be written prints one
+    line and returns 1.
     """
-    arguments = build_parser().parse_args(argv)
-    return COMMANDS[arguments.command or DEFAULT_COMMAND].run(arguments)
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    name = arguments.command or DEFAULT_COMMAND
+    try:
+        return COMMANDS[name].run(arguments)
+    except UsageError as error:
+        parser.command_parsers[name].error(f"argument {error.argument}: {error}")  # exits 2
+    except FileError as error:
+        print(f"python -m rpfloat {name}: error: {error}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from .scaling import ScaledPlan, decode_scaled, encode_scaled, round_scaled
 __all__ = ["round", "round_chunk", "encode", "decode", "result_dtype"]
 
 
-def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, out=None):
+def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, out=None, stats=False):
     """Round `x` onto the values of `fmt`, returned as floating-point numbers.
 
     Parameters
@@ -45,6 +45,11 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         ``floor(frac * 2**rand_bits) / 2**rand_bits``. Default: 64 random bits.
     out : ndarray, optional
         A floating array of the result dtype and the shape of `x` to write into.
+    stats : bool, default False
+        True: return ``(rounded, stats)``, with a
+        :class:`rpfloat.stats.RoundingStats` of the rounding (counts of inexact,
+        overflowed, underflowed, flushed and NaN results, errors, packed size;
+        docs/cli.md defines them), gathered in one more pass over the data.
 
     Returns
     -------
@@ -54,6 +59,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         representable values, ``-0`` included, are returned unchanged, except that
         formats without ``-0`` (fnuz, fixed point) give ``+0``; ``±inf`` stay where
         the format has them, else they overflow like any value beyond ``max``.
+        With ``stats=True``, the pair ``(rounded, stats)``.
 
     Examples
     --------
@@ -63,15 +69,23 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     >>> rp.round([1000.0, 465.0], "e4m3", overflow="saturate")
     array([448., 448.])
     """
-    return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
+    return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out, stats=stats)
 
 
-def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, rand_bits=None, out=None):
+def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, rand_bits=None, out=None,
+                stats=False):
     """:func:`round` for a chunk of a larger array whose first element has C-order
     flat index `offset` in the whole: with the same int seed, the chunk gets the
     bits that rounding the whole would give it (dask, GPUs, streaming). For a
     scaled format that holds where the chunk is made of whole blocks (its scales
-    depend on the blocks' contents), never for one scale per array."""
+    depend on the blocks' contents), never for one scale per array. With
+    ``stats=True``, ``(rounded, stats)``: the chunk's statistics, which
+    ``RoundingStats.combined`` adds up over chunks."""
+    if stats is not False:
+        from .stats import round_with_stats  # imported on first use
+
+        return round_with_stats(x, fmt, mode, stats=stats, offset=offset, overflow=overflow, rng=rng,
+                                rand_bits=rand_bits, out=out)
     array = _input_array(x)
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     if plan.__class__ is ScaledPlan:

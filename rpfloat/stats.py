@@ -1,0 +1,393 @@
+"""Rounding statistics: what ``rp.round(x, fmt, stats=True)`` reports besides the
+rounded array (docs/cli.md defines every field).
+
+:class:`RoundingStats` holds counts (inexact, overflowed, underflowed, flushed to
+zero, NaN produced), absolute and relative errors and the sizes before and after
+packing; :func:`rounding_stats` gathers them from an input and its rounded
+result in one pass of a numba kernel (``rpfloat._kernels.cpu.stats``), which is
+imported on first use, so that ``import rpfloat`` does not load it.
+"""
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import functools
+import math
+import threading
+from collections.abc import Iterable
+
+import numba
+import numpy as np
+
+from .fixedformat import FixedFormat
+from .floatformat import as_bool
+from .presets import format as to_format
+from .rounding import _input_array, round_chunk  # (rounding imports this module on first use)
+from .scaledformat import ScaledFormat
+
+__all__ = ["RoundingStats", "rounding_stats", "round_with_stats", "packed_nbytes"]
+
+# Arrays of at least this many numbers are gathered on numba's thread count; the
+# kernel takes ~1 ns a number on one core, and waking a pool thread ~0.1 ms.
+PARALLEL_THRESHOLD = 1 << 20
+_pool = None
+_pool_lock = threading.Lock()
+_FLOAT32 = np.dtype(np.float32)
+_FLOAT64 = np.dtype(np.float64)
+
+
+@dataclasses.dataclass(frozen=True)
+class RoundingStats:
+    """Counts and errors of one rounding of an array ``x`` to ``rounded``.
+
+    Complex numbers count as two numbers, their real and imaginary parts. Errors
+    are computed in float64: ``|rounded - x|`` rounded once.
+
+    Attributes
+    ----------
+    count : int
+        Numbers rounded.
+    inexact : int
+        Non-NaN ``x`` whose result differs in value (``-0`` to ``+0`` is exact;
+        ``inf`` to ``max`` or NaN is not).
+    overflowed : int
+        Finite ``x`` beyond the format's range: ``x > fmt.max`` or ``x < fmt.min``
+        (float formats: ``|x| > max``; fixed point: outside ``[min, max]``, so a
+        negative ``x`` for an unsigned format), whatever they became (``±max``,
+        ``±inf``, NaN, a wrapped value). ``exp_bits=None``: beyond the result
+        dtype's largest value. Scaled formats: beyond ``element.max`` times the
+        largest block scale (with a tensor scale, never).
+    underflowed : int
+        Nonzero finite ``x`` whose result is subnormal in the format,
+        ``0 < |rounded| < fmt.min_normal`` (``exp_bits=None``: the result dtype's
+        smallest normal). Always 0 for fixed-point and scaled formats.
+    flushed_to_zero : int
+        Nonzero finite ``x`` whose result is ``±0``.
+    nan_produced : int
+        Non-NaN ``x`` (``±inf`` included) whose result is NaN.
+    error_count : int
+        Numbers whose ``x`` and result are both finite: those the absolute
+        errors cover.
+    rel_error_count : int
+        Those of them with ``x != 0``: those the relative errors cover.
+    max_abs_error, mean_abs_error : float
+        Largest and mean ``|rounded - x|`` (0.0 where ``error_count`` is 0).
+    max_rel_error, mean_rel_error : float
+        Largest and mean ``|rounded - x| / |x|`` (0.0 where ``rel_error_count`` is 0).
+    bytes_before : int
+        ``x.nbytes``.
+    bytes_after : int
+        Bytes of the results' codes packed densely, as :func:`rpfloat.pack`
+        stores them: ``ceil(count * fmt.bits / 8)``, plus ``ceil(scales *
+        scale_bits / 8)`` for a scaled format (a tensor scale not counted);
+        ``rounded.nbytes`` for ``exp_bits=None`` formats, which have no codes.
+
+    Examples
+    --------
+    >>> import rpfloat as rp
+    >>> rounded, stats = rp.round([0.1, 1.0, 1000.0, 0.0], "e4m3", overflow="saturate", stats=True)
+    >>> rounded
+    array([1.015625e-01, 1.000000e+00, 4.480000e+02, 0.000000e+00])
+    >>> stats.count, stats.inexact, stats.overflowed, stats.max_abs_error, stats.max_rel_error
+    (4, 2, 1, 552.0, 0.552)
+    >>> stats.bytes_before, stats.bytes_after
+    (32, 4)
+    """
+
+    count: int
+    inexact: int
+    overflowed: int
+    underflowed: int
+    flushed_to_zero: int
+    nan_produced: int
+    error_count: int
+    rel_error_count: int
+    max_abs_error: float
+    mean_abs_error: float
+    max_rel_error: float
+    mean_rel_error: float
+    bytes_before: int
+    bytes_after: int
+
+    @classmethod
+    def combined(cls, parts: Iterable[RoundingStats]) -> RoundingStats:
+        """The statistics of the chunks whose statistics are `parts`, taken together:
+        counts and bytes add, maxima are the largest, means are weighted by
+        ``error_count`` (``rel_error_count``). ``bytes_after`` adds each chunk's
+        padding to whole bytes; recompute it with :func:`packed_nbytes` for the whole.
+
+        Examples
+        --------
+        >>> import numpy as np, rpfloat as rp
+        >>> from rpfloat.stats import RoundingStats
+        >>> x = np.array([0.1, 0.2, 0.3, 0.4])
+        >>> whole = rp.round(x, "e4m3", stats=True)[1]
+        >>> halves = [rp.round(part, "e4m3", stats=True)[1] for part in (x[:2], x[2:])]
+        >>> RoundingStats.combined(halves) == whole
+        True
+        """
+        parts = list(parts)
+        if not parts:
+            raise ValueError("parts must hold at least one RoundingStats")
+        for part in parts:
+            if not isinstance(part, RoundingStats):
+                raise TypeError(f"parts must hold RoundingStats, got {type(part).__name__}")
+        total = {field: sum(getattr(part, field) for part in parts) for field in _ADDED_FIELDS}
+
+        def weighted_mean(mean_field, count_field):
+            if total[count_field] == 0:
+                return 0.0
+            return math.fsum(getattr(part, mean_field) * getattr(part, count_field) for part in parts) / total[
+                count_field]
+
+        return cls(
+            **total,
+            max_abs_error=max(part.max_abs_error for part in parts),
+            mean_abs_error=weighted_mean("mean_abs_error", "error_count"),
+            max_rel_error=max(part.max_rel_error for part in parts),
+            mean_rel_error=weighted_mean("mean_rel_error", "rel_error_count"),
+        )
+
+    def summary(self) -> str:
+        """The statistics as a two-column text table (what ``python -m rpfloat
+        round`` prints).
+
+        Examples
+        --------
+        >>> import rpfloat as rp
+        >>> print(rp.round([0.1, 1.0, 1000.0, 1e-9, 0.001], "e4m3", stats=True)[1].summary())
+        numbers          5
+        inexact          4 (80%)
+        overflowed       1 (20%)
+        underflowed      1 (20%)
+        flushed to zero  1 (20%)
+        NaN produced     1 (20%)
+        max abs. error   0.0015625
+        mean abs. error  0.000628906
+        max rel. error   1
+        mean rel. error  0.492188
+        bytes before     40
+        bytes after      5 (8x smaller)
+        """
+
+        def counted(number):
+            share = f" ({100 * number / self.count:.3g}%)" if number else ""
+            return f"{number:,}{share}"
+
+        ratio = ""
+        if self.bytes_after and self.bytes_before:
+            ratio = f" ({self.bytes_before / self.bytes_after:.3g}x smaller)"
+        rows = [
+            ("numbers", f"{self.count:,}"),
+            ("inexact", counted(self.inexact)),
+            ("overflowed", counted(self.overflowed)),
+            ("underflowed", counted(self.underflowed)),
+            ("flushed to zero", counted(self.flushed_to_zero)),
+            ("NaN produced", counted(self.nan_produced)),
+            ("max abs. error", f"{self.max_abs_error:.6g}"),
+            ("mean abs. error", f"{self.mean_abs_error:.6g}"),
+            ("max rel. error", f"{self.max_rel_error:.6g}"),
+            ("mean rel. error", f"{self.mean_rel_error:.6g}"),
+            ("bytes before", f"{self.bytes_before:,}"),
+            ("bytes after", f"{self.bytes_after:,}{ratio}"),
+        ]
+        label_width = max(len(label) for label, _ in rows)
+        return "\n".join(f"{label.ljust(label_width)}  {text}" for label, text in rows)
+
+
+_ADDED_FIELDS = ("count", "inexact", "overflowed", "underflowed", "flushed_to_zero", "nan_produced", "error_count",
+                 "rel_error_count", "bytes_before", "bytes_after")
+
+
+def round_with_stats(x, fmt, mode="nearest", *, stats=True, offset=0, overflow=None, rng=None, rand_bits=None,
+                     out=None):
+    """``rpfloat.rounding.round_chunk(x, ...)`` and its :class:`RoundingStats`:
+    what ``rp.round(..., stats=True)`` returns (``stats=False``: the rounded
+    array alone)."""
+    if not as_bool(stats, "stats"):
+        return round_chunk(x, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
+    array = _input_array(x)
+    if out is not None and isinstance(out, np.ndarray) and np.may_share_memory(array, out):
+        array = array.copy()  # rounding into out overwrites x: compare with the numbers it held
+    rounded = round_chunk(array, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits,
+                          out=out)
+    return rounded, rounding_stats(array, rounded, fmt)
+
+
+def rounding_stats(x, rounded, fmt) -> RoundingStats:
+    """The :class:`RoundingStats` of `x` rounded to `rounded` in `fmt`.
+
+    Parameters
+    ----------
+    x : array_like
+        Real or complex numbers.
+    rounded : array_like
+        The results of rounding `x` onto `fmt` (any rounding: another library's
+        or device's results too), of the shape of `x`.
+    fmt : FloatFormat, FixedFormat, ScaledFormat or str
+        The format, which sets the range that overflow and underflow refer to
+        and the packed size.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rpfloat.stats import rounding_stats
+    >>> stats = rounding_stats([0.3, -1e-3, np.inf], [0.5, -0.0, np.nan], "e2m1")
+    >>> stats.underflowed, stats.flushed_to_zero, stats.nan_produced, stats.error_count
+    (1, 1, 1, 2)
+    """
+    fmt = to_format(fmt)
+    x_array = x if isinstance(x, np.ndarray) else np.asarray(x)
+    rounded_array = rounded if isinstance(rounded, np.ndarray) else np.asarray(rounded)
+    for name, array in (("x", x_array), ("rounded", rounded_array)):
+        if array.dtype.kind not in "biufc":
+            raise TypeError(f"{name} must hold real or complex numbers, got an array of dtype {array.dtype}")
+    if x_array.shape != rounded_array.shape:
+        raise ValueError(f"rounded must have the shape of x, {x_array.shape}, got {rounded_array.shape}")
+    is_complex = x_array.dtype.kind == "c" or rounded_array.dtype.kind == "c"
+    x_numbers, rounded_numbers = _kernel_operands(x_array, rounded_array, is_complex)
+    counts, errors = _gather(x_numbers, rounded_numbers, kernel_limits(fmt, rounded_numbers.dtype))
+    inexact, overflowed, underflowed, flushed_to_zero, nan_produced, error_count, rel_error_count = counts.tolist()
+    sum_abs_error, max_abs_error, sum_rel_error, max_rel_error = errors.tolist()
+    return RoundingStats(
+        count=x_numbers.size,
+        inexact=inexact,
+        overflowed=overflowed,
+        underflowed=underflowed,
+        flushed_to_zero=flushed_to_zero,
+        nan_produced=nan_produced,
+        error_count=error_count,
+        rel_error_count=rel_error_count,
+        max_abs_error=max_abs_error,
+        mean_abs_error=sum_abs_error / error_count if error_count else 0.0,
+        max_rel_error=max_rel_error,
+        mean_rel_error=sum_rel_error / rel_error_count if rel_error_count else 0.0,
+        bytes_before=x_array.nbytes,
+        bytes_after=packed_nbytes(fmt, x_array.shape, is_complex, rounded_array.dtype),
+    )
+
+
+def packed_nbytes(fmt, shape, is_complex=False, result_dtype=np.float64) -> int:
+    """Bytes that :func:`rpfloat.pack` takes for the codes of an array of `shape`
+    rounded onto `fmt` (complex: two codes an element); for ``exp_bits=None``
+    formats, which have no codes, the bytes of the rounded array of `result_dtype`.
+
+    Examples
+    --------
+    >>> from rpfloat.stats import packed_nbytes
+    >>> packed_nbytes("e2m1", (3, 5)), packed_nbytes("mxfp4", (2, 64))
+    (8, 68)
+    """
+    fmt = to_format(fmt)
+    size = math.prod(shape) * (2 if is_complex else 1)
+    if isinstance(fmt, ScaledFormat):
+        from .scaling import _layout  # the blocks of a shape, as rounding lays them out
+
+        outer, length, inner, block_size, _ = _layout(tuple(shape), fmt)
+        scales = outer * inner * (-(-length // block_size) if length else 0)
+        return _bytes_of(size, fmt.bits) + _bytes_of(scales, fmt.scale_bits)
+    if fmt.bits is None:
+        return size * _real_dtype(np.dtype(result_dtype)).itemsize
+    return _bytes_of(size, fmt.bits)
+
+
+def _bytes_of(codes: int, bits: int) -> int:
+    return -(-codes * bits // 8)
+
+
+@functools.lru_cache(maxsize=256)
+def kernel_limits(fmt, result_dtype) -> np.ndarray:
+    """``(low, high, min_normal)`` of `fmt` for results of `result_dtype`, as the
+    kernel reads them: a finite x outside ``[low, high]`` overflowed; a result
+    of magnitude in ``(0, min_normal)`` is subnormal (see RoundingStats). A
+    read-only float64 array, cached."""
+    limits = _limits(fmt, np.dtype(result_dtype))
+    limits.flags.writeable = False
+    return limits
+
+
+def _limits(fmt, result_dtype) -> np.ndarray:
+    if isinstance(fmt, ScaledFormat):
+        largest_scale = _largest_scale(fmt)
+        with np.errstate(over="ignore"):
+            low = np.float64(fmt.element.min) * largest_scale
+            high = np.float64(fmt.element.max) * largest_scale
+        return np.array([low, high, 0.0])
+    if isinstance(fmt, FixedFormat):
+        return np.array([fmt.min, fmt.max, 0.0])
+    if fmt.exp_bits is None:
+        info = np.finfo(result_dtype)
+        return np.array([-float(info.max), float(info.max), float(info.smallest_normal)])
+    return np.array([fmt.min, fmt.max, fmt.min_normal])
+
+
+def _largest_scale(fmt: ScaledFormat) -> np.float64:
+    if fmt.tensor_scale:  # the tensor scale follows the data: nothing is beyond reach
+        return np.float64(np.inf)
+    if fmt.scale_range is not None:  # powers of two
+        return np.float64(2.0) ** fmt.scale_range[1]
+    return np.float64(fmt.scale_format.max)
+
+
+def _kernel_operands(x_array, rounded_array, is_complex):
+    """`x` and `rounded` as flat C-contiguous float32 or float64 arrays of the
+    kernel's signatures (complex numbers as (real, imaginary) pairs)."""
+    x_dtype, rounded_dtype = x_array.dtype, rounded_array.dtype
+    if ((x_dtype == _FLOAT32 or x_dtype == _FLOAT64) and (rounded_dtype == _FLOAT64 or rounded_dtype == x_dtype)
+            and x_array.flags.c_contiguous and rounded_array.flags.c_contiguous):
+        return x_array.reshape(-1), rounded_array.reshape(-1)  # the common case, without copies
+    if is_complex:
+        x_array = x_array.astype(np.result_type(x_dtype, np.complex64), copy=False)
+        rounded_array = rounded_array.astype(np.result_type(rounded_dtype, np.complex64), copy=False)
+    x_real = _real_dtype(x_array.dtype)
+    x_dtype = _FLOAT32 if x_real.kind == "f" and x_real.itemsize <= 4 else _FLOAT64
+    rounded_real = _real_dtype(rounded_array.dtype)
+    wide = x_dtype == _FLOAT64 or not (rounded_real.kind == "f" and rounded_real.itemsize <= 4)
+    return _flat(x_array, x_dtype), _flat(rounded_array, _FLOAT64 if wide else _FLOAT32)
+
+
+def _real_dtype(dtype: np.dtype) -> np.dtype:
+    return np.empty(0, dtype).real.dtype
+
+
+def _flat(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    if array.dtype.kind == "c":
+        array = np.ascontiguousarray(array)
+        array = array.reshape(-1).view(_real_dtype(array.dtype))
+    with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error
+        return np.ascontiguousarray(array, dtype=dtype).reshape(-1)
+
+
+def _gather(x_numbers, rounded_numbers, limits):
+    """The kernel's counts and errors (int64 and float64 arrays) over the whole
+    arrays, on numba's threads for large ones (each range into its own row of
+    counts and errors, combined in range order)."""
+    from ._kernels.cpu.stats import gather  # the kernel loads on the first call
+
+    size = x_numbers.size
+    threads = 1 if size < PARALLEL_THRESHOLD else numba.get_num_threads()
+    counts = np.empty((threads, 7), np.int64)
+    errors = np.empty((threads, 4))
+    if threads == 1:
+        gather(x_numbers, rounded_numbers, limits, counts[0], errors[0])
+        return counts[0], errors[0]
+    bounds = np.linspace(0, size, threads + 1).astype(np.int64).tolist()
+
+    def gather_range(index):
+        start, stop = bounds[index], bounds[index + 1]
+        gather(x_numbers[start:stop], rounded_numbers[start:stop], limits, counts[index], errors[index])
+
+    others = [_thread_pool(threads - 1).submit(gather_range, index) for index in range(1, threads)]
+    gather_range(0)
+    for other in others:
+        other.result()
+    return counts.sum(axis=0), np.array([errors[:, 0].sum(), errors[:, 1].max(), errors[:, 2].sum(),
+                                         errors[:, 3].max()])
+
+
+def _thread_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool._max_workers < workers:
+            _pool = concurrent.futures.ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rpfloat-stats")
+        return _pool

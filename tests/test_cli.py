@@ -1,0 +1,238 @@
+"""``python -m rpfloat`` info / round / bench (docs/cli.md), run as a subprocess on
+files made in the test: OUT holds ``rp.round`` of IN bit for bit, whatever the
+chunks; a bad input leaves OUT as it was; bad arguments exit 2 naming themselves."""
+import os
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat import __main__ as cli
+
+REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_cli(*arguments, cwd):
+    return subprocess.run([sys.executable, "-m", "rpfloat", *map(str, arguments)], capture_output=True, text=True,
+                          cwd=cwd, timeout=300)
+
+
+def same_bits(a, b) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+def summary_counts(stdout: str) -> dict:
+    """The integer rows of the printed statistics."""
+    counts = {}
+    for line in stdout.splitlines():
+        match = re.fullmatch(r"(numbers|inexact|overflowed|underflowed|flushed to zero|NaN produced|bytes before|"
+                             r"bytes after)\s+([0-9,]+).*", line)
+        if match:
+            counts[match[1]] = int(match[2].replace(",", ""))
+    return counts
+
+
+def sample(shape, seed=0, dtype=np.float32):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-12, 12, shape))
+    return x.astype(dtype)
+
+
+# -- round --------------------------------------------------------------------------------
+
+
+def test_round_npy_equals_rp_round_chunked_or_whole(tmp_path):
+    x = sample((300, 70))
+    x[0, :3] = [np.nan, np.inf, 1e6]
+    np.save(tmp_path / "in.npy", x)
+    expected, stats = rp.round(x, "e4m3", "stochastic", rng=0, stats=True)
+    for chunk in ("999", "4194304"):  # 22 chunks, one not a whole number of rows; one chunk
+        finished = run_cli("round", "in.npy", "out.npy", "--format", "e4m3", "--mode", "stochastic", "--seed", "0",
+                           "--chunk", chunk, cwd=tmp_path)
+        assert finished.returncode == 0, finished.stderr
+        assert finished.stderr == ""  # no progress bar where stderr is no terminal
+        assert same_bits(np.load(tmp_path / "out.npy"), expected)
+        counts = summary_counts(finished.stdout)
+        assert counts == {"numbers": 21000, "inexact": stats.inexact, "overflowed": stats.overflowed,
+                          "underflowed": stats.underflowed, "flushed to zero": stats.flushed_to_zero,
+                          "NaN produced": stats.nan_produced, "bytes before": 84000, "bytes after": 21000}
+        assert counts["overflowed"] > 0 and counts["NaN produced"] >= 2  # inf and 1e6 at least
+        assert f"max abs. error   {stats.max_abs_error:.6g}" in finished.stdout
+        assert "seed 0" in finished.stdout
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.npy", "out.npy"]  # no temporary left
+
+
+def test_round_npz_with_key_to_npz_and_npy(tmp_path):
+    weights = sample((40, 30), seed=1, dtype=np.float64)
+    np.savez(tmp_path / "in.npz", weights=weights, bias=np.arange(3.0))
+    finished = run_cli("round", "in.npz", "out.npz", "-f", "q8.8", "--overflow", "wrap", "--key", "weights",
+                       "--chunk", "128", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    with np.load(tmp_path / "out.npz") as archive:
+        assert archive.files == ["weights"]
+        assert same_bits(archive["weights"], rp.round(weights, "q8.8", overflow="wrap"))
+    finished = run_cli("round", "in.npz", "out.npy", "-f", "bf16", "--key", "bias", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.round(np.arange(3.0), "bf16"))
+
+
+def test_round_npy_to_npz_and_compressed_fortran_complex_inputs(tmp_path):
+    x = np.asfortranarray(sample((50, 20), seed=2))
+    np.save(tmp_path / "fortran.npy", x)
+    finished = run_cli("round", "fortran.npy", "out.npz", "-f", "e5m2", "-m", "up", "--chunk", "77", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    with np.load(tmp_path / "out.npz") as archive:
+        assert archive.files == ["arr_0"] and same_bits(archive["arr_0"], rp.round(np.ascontiguousarray(x), "e5m2",
+                                                                                     "up"))
+    z = (sample(1000, seed=3) + 1j * sample(1000, seed=4)).astype(np.complex64)
+    np.savez_compressed(tmp_path / "complex.npz", z=z)
+    finished = run_cli("round", "complex.npz", "out.npy", "-f", "e2m1", "-m", "sr", "--seed", "9", "--rand-bits",
+                       "12", "--chunk", "300", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.round(z, "e2m1", "stochastic", rng=9, rand_bits=12))
+    assert summary_counts(finished.stdout)["numbers"] == 2000  # real and imaginary parts
+
+
+@pytest.mark.parametrize("shape, chunk", [((37, 100), 250), ((1000,), 70), ((5, 7, 64), 100)])
+def test_scaled_formats_round_in_whole_blocks(tmp_path, shape, chunk):
+    x = sample(shape, seed=5)
+    np.save(tmp_path / "in.npy", x)
+    for name in ("mxfp8_e4m3", "nvfp4"):
+        finished = run_cli("round", "in.npy", "out.npy", "-f", name, "-m", "stochastic", "--seed", "5", "--chunk",
+                           chunk, cwd=tmp_path)
+        assert finished.returncode == 0, finished.stderr
+        assert same_bits(np.load(tmp_path / "out.npy"), rp.round(x, name, "stochastic", rng=5))
+
+
+def test_chunk_ranges_of_scaled_formats():
+    mx = rp.format("mxfp4")
+    assert list(cli.chunk_ranges((4, 10), mx, 25)) == [(0, 20, (2, 10)), (20, 40, (2, 10))]
+    assert list(cli.chunk_ranges((2, 100), mx, 40)) == [(0, 32, (1, 32)), (32, 64, (1, 32)), (64, 96, (1, 32)),
+                                                       (96, 100, (1, 4)), (100, 132, (1, 32)), (132, 164, (1, 32)),
+                                                       (164, 196, (1, 32)), (196, 200, (1, 4))]
+    # one scale per array, blocks along the first axis: the whole at once
+    assert list(cli.chunk_ranges((8, 8), rp.ScaledFormat("e2m1"), 10)) == [(0, 64, (8, 8))]
+    assert list(cli.chunk_ranges((8, 8), rp.ScaledFormat("e2m1", block_size=4, axis=0), 10)) == [(0, 64, (8, 8))]
+
+
+def test_progress_bar_when_asked(tmp_path):
+    np.save(tmp_path / "in.npy", sample(5000))
+    finished = run_cli("round", "in.npy", "out.npy", "-f", "e4m3", "--chunk", "1000", "--progress", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    # (text mode reads each carriage return as a line end)
+    assert finished.stderr.count("rounding in.npy [") == 5 and finished.stderr.rstrip().endswith("] 100%")
+
+
+def test_out_is_untouched_when_the_input_is_bad(tmp_path):
+    out = tmp_path / "out.npy"
+    out.write_bytes(b"precious")
+    (tmp_path / "text.npy").write_text("not an array")
+    np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
+    # an archive whose array claims more data than it holds: chunks fail midway
+    header = {"descr": "<f4", "fortran_order": False, "shape": (1000,)}
+    with zipfile.ZipFile(tmp_path / "truncated.npz", "w") as archive, archive.open("x.npy", "w") as member:
+        np.lib.format.write_array_header_1_0(member, header)
+        member.write(np.ones(600, np.float32).tobytes())
+    for name, reason in (("missing.npy", "No such file"), ("text.npy", "not a NumPy .npy file"),
+                         ("strings.npy", "not numbers"), ("truncated.npz", "ends early")):
+        finished = run_cli("round", name, "out.npy", "-f", "e4m3", "--chunk", "100", cwd=tmp_path)
+        assert finished.returncode == 1
+        assert finished.stderr.count("\n") == 1 and name in finished.stderr and reason in finished.stderr
+        assert finished.stdout == ""
+        assert out.read_bytes() == b"precious"
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.npy", "strings.npy", "text.npy",
+                                                                "truncated.npz"]
+
+
+def test_unwritable_output_is_an_error(tmp_path):
+    np.save(tmp_path / "in.npy", np.ones(3))
+    finished = run_cli("round", "in.npy", "no/such/folder/out.npy", "-f", "e4m3", cwd=tmp_path)
+    assert finished.returncode == 1 and "cannot write" in finished.stderr and finished.stderr.count("\n") == 1
+
+
+@pytest.mark.parametrize("arguments, named", [
+    (("-f", "e9m9x"), "argument --format"),
+    (("-f", "e4m3", "--mode", "sideways"), "argument --mode"),
+    (("-f", "e4m3", "--overflow", "wrap"), "argument --overflow"),
+    (("-f", "e4m3", "--overflow", "explode"), "argument --overflow"),
+    (("-f", "e4m3", "--rand-bits", "8"), "argument --rand-bits"),
+    (("-f", "e4m3", "--chunk", "0"), "argument --chunk"),
+    (("-f", "e4m3", "--seed", "-1"), "argument --seed"),
+    (("-f", "e4m3", "--key", "x"), "argument --key"),
+    ((), "--format"),
+], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
+def test_bad_arguments_exit_2_naming_the_argument(tmp_path, arguments, named):
+    np.save(tmp_path / "in.npy", np.ones(3))
+    (tmp_path / "out.npy").write_bytes(b"precious")
+    finished = run_cli("round", "in.npy", "out.npy", *arguments, cwd=tmp_path)
+    assert finished.returncode == 2
+    assert named in finished.stderr and finished.stderr.startswith("usage: python -m rpfloat round")
+    assert (tmp_path / "out.npy").read_bytes() == b"precious"
+
+
+def test_an_npz_of_several_arrays_needs_a_key(tmp_path):
+    np.savez(tmp_path / "in.npz", a=np.ones(2), b=np.ones(2))
+    finished = run_cli("round", "in.npz", "out.npy", "-f", "e4m3", cwd=tmp_path)
+    assert finished.returncode == 2 and "argument --key" in finished.stderr and "a, b" in finished.stderr
+    finished = run_cli("round", "in.npz", "out.npy", "-f", "e4m3", "--key", "c", cwd=tmp_path)
+    assert finished.returncode == 2 and "no array 'c'" in finished.stderr
+    assert not (tmp_path / "out.npy").exists()
+
+
+# -- info, bench, help --------------------------------------------------------------------
+
+
+def test_info_lists_every_preset(tmp_path):
+    finished = run_cli("info", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    names = [line.split()[0] for line in finished.stdout.splitlines() if line.strip()]
+    for name in [*rp.formats, *rp.scaled_formats]:
+        assert name in names
+    e4m3 = next(line for line in finished.stdout.splitlines() if line.startswith("float8_e4m3fn "))
+    assert e4m3.split() == ["float8_e4m3fn", "8", "448", "-448", "0.015625", "0.001953125", "0.125", "no",
+                            "all-ones", "code"]
+
+
+def test_info_of_named_formats(tmp_path):
+    finished = run_cli("info", "bf16", "q8.8", "e6m9", "mxfp4", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    rows = [line.split()[0] for line in finished.stdout.splitlines()[2:] if line.strip()]
+    assert rows[:3] == ["bfloat16", "q8.8", "e6m9"] and "mxfp4_e2m1" in rows and "float16" not in rows
+    q88 = next(line for line in finished.stdout.splitlines() if line.startswith("q8.8"))
+    assert q88.split()[1:4] == ["16", "127.99609375", "-128"]
+    finished = run_cli("info", "e4m3", "bogus", cwd=tmp_path)
+    assert finished.returncode == 2 and "argument FORMAT" in finished.stderr and "'bogus'" in finished.stderr
+
+
+@pytest.mark.parametrize("command", ["demo", "info", "round", "bench"])
+def test_every_command_has_help(tmp_path, command):
+    finished = run_cli(command, "--help", cwd=tmp_path)
+    assert finished.returncode == 0
+    assert finished.stdout.startswith(f"usage: python -m rpfloat {command}")
+
+
+def test_bench_runs_the_benchmark_script(tmp_path):
+    finished = run_cli("bench", "--", "--help", cwd=tmp_path)  # the script's own help: quick
+    assert finished.returncode == 0, finished.stderr
+    assert "--quick" in finished.stdout and "--no-peers" in finished.stdout
+
+
+def test_bench_without_the_repository_says_so(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(cli, "BENCH_SCRIPT", tmp_path / "benchmarks" / "bench_round.py")
+    assert cli.main(["bench"]) == 1
+    assert "not there" in capsys.readouterr().err
+
+
+def test_bench_defaults_to_quick(monkeypatch):
+    ran = []
+    monkeypatch.setattr(cli.subprocess, "run", lambda command: ran.append(command) or subprocess.CompletedProcess(
+        command, 0))
+    assert cli.main(["bench"]) == 0
+    assert ran == [[sys.executable, str(REPOSITORY_ROOT / "benchmarks" / "bench_round.py"), "--quick"]]
+    assert os.path.isfile(ran[0][1])
