@@ -23,7 +23,8 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     ----------
     x : array_like
         Real or complex numbers (integers and bools are taken as float64). Any
-        shape, strides or byte order; never modified unless it is `out`.
+        shape, strides or byte order; never modified unless it is `out`. A dask
+        array gives a lazy dask array (``rpfloat.dask``, docs/dask.md).
     fmt : FloatFormat, FixedFormat, ScaledFormat or str
         The target format or a name accepted by :func:`rpfloat.format`. A
         :class:`~rpfloat.ScaledFormat` rounds blocks with shared scales
@@ -69,7 +70,22 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     >>> rp.round([1000.0, 465.0], "e4m3", overflow="saturate")
     array([448., 448.])
     """
+    if x.__class__ is not np.ndarray and _is_dask(x):
+        if out is not None or stats is not False:
+            raise TypeError("out= and stats= are for NumPy arrays; a dask array gives a lazy result")
+        return _dask_adapter().round(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits)
     return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out, stats=stats)
+
+
+def _is_dask(x) -> bool:
+    """Whether `x` is a dask array (checked without importing dask)."""
+    return type(x).__module__.startswith("dask.")
+
+
+def _dask_adapter():
+    from . import dask as adapter  # imports dask: only for dask arrays
+
+    return adapter
 
 
 def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, rand_bits=None, out=None,
@@ -188,6 +204,8 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     >>> rp.encode([1.0, -2.0], "e4m3")
     array([ 56, 192], dtype=uint8)
     """
+    if _is_dask(x):
+        return _dask_adapter().encode(x, fmt, mode, **round_kwargs)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return encode_scaled(_input_array(x), fmt, mode, **round_kwargs)
@@ -213,6 +231,8 @@ def decode(codes, fmt):
     >>> rp.decode([56, 192], "e4m3")
     array([ 1., -2.], dtype=float16)
     """
+    if _is_dask(codes):
+        return _dask_adapter().decode(codes, fmt)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return decode_scaled(codes, fmt)
