@@ -6,3 +6,5 @@ import importlib.util
 collect_ignore = []
 if importlib.util.find_spec("torch") is None:
     collect_ignore.append("rpfloat/torch")
+if importlib.util.find_spec("dask") is None:
+    collect_ignore.append("rpfloat/dask.py")

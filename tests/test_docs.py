@@ -7,7 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-NEEDS = {"torch.md": "torch"}  # pages of an optional adapter: the library they import
+NEEDS = {"torch.md": "torch", "dask.md": "dask"}  # pages of an optional adapter: the library they import
 
 
 @pytest.mark.parametrize("page", PAGES, ids=[page.name for page in PAGES])

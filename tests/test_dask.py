@@ -1,0 +1,471 @@
+"""rpfloat.dask: lazy chunked rounding with the bits of the NumPy path, whatever the
+chunks, the mode and the scheduler (a real two-process LocalCluster included)."""
+import copy
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+da = pytest.importorskip("dask.array")
+import dask  # noqa: E402
+
+import rpfloat as rp  # noqa: E402
+import rpfloat.dask as rpd  # noqa: E402
+from rpfloat import accumulate, rounding, scaling  # noqa: E402
+
+MODES = ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal"]
+SHAPE = (37, 53)
+# three chunkings of SHAPE: along axis 0 only (each chunk one contiguous range of the
+# global C order), along the last axis (no chunk is), and ragged along both
+CHUNKINGS = {
+    "rows": ((10, 10, 10, 7), (53,)),
+    "last-axis": ((37,), (20, 20, 13)),
+    "ragged": ((5, 17, 15), (1, 30, 22)),
+}
+SEED = 20250817
+
+
+def _data(shape=SHAPE, dtype=np.float32, seed=0):
+    """Normal numbers of several binades, with the values that kernels treat apart."""
+    generator = np.random.default_rng(seed)
+    values = generator.standard_normal(shape) * np.exp2(generator.integers(-12, 12, shape))
+    flat = values.reshape(-1)
+    specials = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e6, -1e6, 1e-40, -3e-42, 1.0625, 1.03125, 448.0, 464.0]
+    flat[:len(specials)] = specials
+    with np.errstate(over="ignore"):
+        return values.astype(dtype)
+
+
+def _kwargs(mode):
+    return {"rng": SEED} if mode.startswith("stochastic") else {}
+
+
+def assert_same_bits(actual, expected):
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    assert actual.tobytes() == expected.tobytes(), f"{np.sum(actual != expected)} elements differ"
+
+
+def _compute(array):
+    return array.compute(scheduler="sync")
+
+
+# -- round, encode, decode: the NumPy bits for every chunking and mode ---------------------
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q3.4"])
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_round_gives_numpy_bits(chunking, mode, fmt):
+    x = _data()
+    lazy = rpd.round(da.from_array(x, chunks=CHUNKINGS[chunking]), fmt, mode, **_kwargs(mode))
+    assert_same_bits(_compute(lazy), rp.round(x, fmt, mode, **_kwargs(mode)))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+def test_encode_and_decode_give_numpy_bits(chunking, mode):
+    x = _data()
+    codes = rpd.encode(da.from_array(x, chunks=CHUNKINGS[chunking]), "e5m2", mode, **_kwargs(mode))
+    expected = rp.encode(x, "e5m2", mode, **_kwargs(mode))
+    assert_same_bits(_compute(codes), expected)
+    assert_same_bits(_compute(rpd.decode(codes, "e5m2")), rp.decode(expected, "e5m2"))
+
+
+@pytest.mark.parametrize("chunks", [(4, 5, 6), (4, 2, 6), (1, 5, 3), (3, 2, 4), (2, 5, 6)])
+def test_three_dimensional_chunks_draw_by_global_flat_index(chunks):
+    x = _data((4, 5, 6), np.float64, seed=1)
+    lazy = rpd.round(da.from_array(x, chunks=chunks), "e4m3", "stochastic", rng=3, rand_bits=5)
+    assert_same_bits(_compute(lazy), rp.round(x, "e4m3", "stochastic", rng=3, rand_bits=5))
+
+
+def test_flat_index_is_the_dask_arrays_c_order_whatever_the_memory_layout():
+    x = _data()
+    transposed = np.asfortranarray(x).T  # the dask array's C order is not the memory's
+    lazy = rpd.round(da.from_array(transposed, chunks=(20, 11)), "e4m3", "stochastic", rng=1)
+    assert_same_bits(_compute(lazy), rp.round(np.ascontiguousarray(transposed), "e4m3", "stochastic", rng=1))
+
+
+@pytest.mark.parametrize("chunks", [(6, 7), (2, 3), (5, 1)])
+def test_complex_and_integer_input(chunks):
+    generator = np.random.default_rng(2)
+    z = (generator.standard_normal((6, 7)) + 1j * generator.standard_normal((6, 7))).astype(np.complex64)
+    assert_same_bits(_compute(rpd.round(da.from_array(z, chunks=chunks), "e4m3", "stochastic", rng=4)),
+                     rp.round(z, "e4m3", "stochastic", rng=4))
+    k = np.arange(-21, 21).reshape(6, 7)
+    assert_same_bits(_compute(rpd.round(da.from_array(k, chunks=chunks), "e2m1", "stochastic_equal", rng=4)),
+                     rp.round(k, "e2m1", "stochastic_equal", rng=4))
+
+
+def test_zero_dimensional_and_empty_arrays():
+    assert_same_bits(_compute(rpd.round(da.from_array(np.array(1 / 3)), "e4m3", "stochastic", rng=2)),
+                     rp.round(np.array(1 / 3), "e4m3", "stochastic", rng=2))
+    empty = np.empty((0, 5), np.float32)
+    assert_same_bits(_compute(rpd.round(da.from_array(empty, chunks=(1, 2)), "e4m3", "stochastic", rng=2)),
+                     rp.round(empty, "e4m3", "stochastic", rng=2))
+
+
+def test_overflow_and_rand_bits_pass_through():
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["ragged"])
+    assert_same_bits(_compute(rpd.round(d, "e5m2", overflow="saturate")), rp.round(x, "e5m2", overflow="saturate"))
+    assert_same_bits(_compute(rpd.round(d, "e4m3", "stochastic", rng=5, rand_bits=3)),
+                     rp.round(x, "e4m3", "stochastic", rng=5, rand_bits=3))
+    assert_same_bits(_compute(rpd.encode(d, "e4m3", "stochastic", rng=5, rand_bits=3, overflow="saturate")),
+                     rp.encode(x, "e4m3", "stochastic", rng=5, rand_bits=3, overflow="saturate"))
+
+
+def test_another_seed_gives_other_bits():
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["ragged"])
+    assert not np.array_equal(_compute(rpd.round(d, "e4m3", "stochastic", rng=1)),
+                              _compute(rpd.round(d, "e4m3", "stochastic", rng=2)), equal_nan=True)
+
+
+# -- rng ------------------------------------------------------------------------------------
+
+
+def test_seed_sequence_gives_numpy_bits():
+    x = _data()
+    lazy = rpd.round(da.from_array(x, chunks=CHUNKINGS["last-axis"]), "e4m3", "stochastic",
+                     rng=np.random.SeedSequence(9))
+    assert_same_bits(_compute(lazy), rp.round(x, "e4m3", "stochastic", rng=np.random.SeedSequence(9)))
+
+
+def test_generator_gives_one_seed_drawn_at_build_time():
+    x = _data()
+    generator = np.random.default_rng(6)
+    replay = copy.deepcopy(generator)
+    lazy = rpd.round(da.from_array(x, chunks=CHUNKINGS["ragged"]), "e4m3", "stochastic", rng=generator)
+    seed = int(replay.integers(0, 2**64, dtype=np.uint64))
+    assert generator.bit_generator.state == replay.bit_generator.state  # advanced by exactly that one draw
+    assert_same_bits(_compute(lazy), rp.round(x, "e4m3", "stochastic", rng=seed))
+    assert_same_bits(_compute(lazy), _compute(lazy))  # the graph holds its seed
+
+
+def test_rng_none_draws_one_stream_per_graph():
+    x = np.full((40, 30), 1.03125, np.float32)  # a quarter of the way between two e4m3 values
+    d = da.from_array(x, chunks=(7, 11))
+    lazy = rpd.round(d, "e4m3", "stochastic")
+    first = _compute(lazy)
+    assert_same_bits(dask.compute(lazy, scheduler="threads")[0], first)
+    assert not np.array_equal(_compute(rpd.round(d, "e4m3", "stochastic")), first)
+    assert 0.1 < np.mean(first == np.float32(1.125)) < 0.4  # all chunks draw from one uniform stream
+
+
+def test_deterministic_modes_ignore_rng():
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["ragged"])
+    assert_same_bits(_compute(rpd.round(d, "e4m3", "up", rng=np.random.default_rng(1))), rp.round(x, "e4m3", "up"))
+
+
+# -- laziness and graph metadata -------------------------------------------------------
+
+
+@pytest.fixture
+def kernel_calls(monkeypatch):
+    """Counts the calls of every entry into rpfloat's kernels that rpfloat.dask makes."""
+    calls = []
+
+    def counting(module, name):
+        original = getattr(module, name)
+
+        def counted(*args, **kwargs):
+            calls.append(name)
+            return original(*args, **kwargs)
+
+        monkeypatch.setattr(module, name, counted)
+
+    for module, name in [(rounding, "round_chunk"), (rounding, "decode"), (accumulate, "sum"),
+                         (scaling, "_run")]:
+        counting(module, name)
+    return calls
+
+
+def test_building_graphs_calls_no_kernel(kernel_calls):
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["ragged"])
+    mx = rp.ScaledFormat("e4m3", block_size=8)
+    graphs = [
+        rpd.round(d, "e4m3"),
+        rpd.round(d, "e4m3", "stochastic", rng=1),
+        rpd.round(d, mx, "stochastic", rng=1),
+        rpd.encode(d, "e4m3", "stochastic", rng=1),
+        rpd.decode(rpd.encode(d, "e4m3"), "e4m3"),
+        rpd.sum(d, "bfloat16", mode="stochastic", rng=1),
+        rpd.sum(d, "bfloat16", axis=0),
+        *rpd.encode(d, mx),
+        rpd.decode(rpd.encode(d, mx), mx),
+    ]
+    assert all(isinstance(graph, da.Array) for graph in graphs if graph is not None)
+    assert kernel_calls == []
+    dask.compute(*[graph for graph in graphs if graph is not None], scheduler="sync")
+    assert {"round_chunk", "decode", "sum", "_run"} <= set(kernel_calls)
+
+
+def test_graph_metadata_has_dtype_and_chunks():
+    x16 = da.from_array(np.ones((6, 10), np.float16), chunks=(4, 3))
+    rounded = rpd.round(x16, "bfloat16")
+    assert rounded.dtype == rounding.result_dtype(np.float16, rp.format("bfloat16")) == np.float32
+    assert rounded.chunks == x16.chunks
+    codes = rpd.encode(x16, "e4m3")
+    assert codes.dtype == np.uint8 and codes.chunks == x16.chunks
+    wide_codes = rpd.encode(x16, "bfloat16")
+    assert wide_codes.dtype == np.uint16
+    values = rpd.decode(codes, "e4m3")
+    assert values.dtype == np.float16 and values.chunks == x16.chunks
+    for array in (rounded, codes, values):
+        assert _compute(array).dtype == array.dtype
+    assert rpd.sum(x16, "e4m3", axis=1).chunks == ((4, 2),)
+
+
+# -- scaled formats ----------------------------------------------------------------------
+
+
+SCALED = {
+    "mx-last-axis": rp.ScaledFormat("e4m3", block_size=8),
+    "nvfp4-like-axis-0": rp.ScaledFormat("e2m1", block_size=16, axis=0, scale_format="e4m3"),
+}
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("chunking", list(CHUNKINGS))
+@pytest.mark.parametrize("name", list(SCALED))
+def test_scaled_round_and_encode_give_numpy_bits(name, chunking, mode):
+    fmt = SCALED[name]
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS[chunking])
+    lazy = rpd.round(d, fmt, mode, **_kwargs(mode))
+    axis = fmt.axis % x.ndim
+    assert all(np.cumsum(lazy.chunks[axis])[:-1] % fmt.block_size == 0)  # no block straddles two chunks
+    assert_same_bits(_compute(lazy), rp.round(x, fmt, mode, **_kwargs(mode)))
+    codes = rpd.encode(d, fmt, mode, **_kwargs(mode))
+    expected = rp.encode(x, fmt, mode, **_kwargs(mode))
+    assert_same_bits(_compute(codes.elements), expected.elements)
+    assert_same_bits(_compute(codes.scales), expected.scales)
+    assert codes.tensor_scale is None
+    assert_same_bits(_compute(rpd.decode(codes, fmt)), rp.decode(expected, fmt))
+
+
+def test_scaled_chunk_boundaries_move_to_block_boundaries():
+    x = da.from_array(_data(), chunks=((37,), (20, 20, 13)))
+    assert rpd.round(x, SCALED["mx-last-axis"]).chunks == ((37,), (24, 16, 13))
+    # stochastic blocks along axis 0: a chunk's contiguous runs must hold whole blocks
+    assert rpd.round(x, SCALED["nvfp4-like-axis-0"], "stochastic", rng=1).chunks == ((37,), (53,))
+    aligned = da.from_array(_data(), chunks=(16, 8))
+    assert rpd.round(aligned, SCALED["mx-last-axis"], "stochastic", rng=1).chunks == aligned.chunks
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", block_size=4, scale_format="e4m3",
+                                                                          tensor_scale=True)])
+def test_one_scale_per_array_needs_one_chunk(fmt):
+    x = _data((6, 8), np.float64)
+    with pytest.raises(ValueError, match=r"rechunk x to one chunk"):
+        rpd.round(da.from_array(x, chunks=3), fmt)
+    with pytest.raises(ValueError, match=r"rechunk x to one chunk"):
+        rpd.encode(da.from_array(x, chunks=3), fmt)
+    whole = da.from_array(x, chunks=-1)
+    assert_same_bits(_compute(rpd.round(whole, fmt, "stochastic", rng=2)), rp.round(x, fmt, "stochastic", rng=2))
+    codes, expected = rpd.encode(whole, fmt, "stochastic", rng=2), rp.encode(x, fmt, "stochastic", rng=2)
+    assert_same_bits(_compute(codes.elements), expected.elements)
+    assert_same_bits(_compute(codes.scales), expected.scales)
+    if fmt.tensor_scale:
+        assert_same_bits(_compute(codes.tensor_scale), np.asarray(expected.tensor_scale))
+    # decoding is elementwise once the scales are known: any chunks
+    rechunked = (codes.elements.rechunk(3), *codes[1:])
+    assert_same_bits(_compute(rpd.decode(rechunked, fmt)), rp.decode(expected, fmt))
+
+
+# -- errors ---------------------------------------------------------------------------
+
+
+def test_errors_name_the_argument():
+    x = da.from_array(_data(), chunks=10)
+    with pytest.raises(TypeError, match=r"^x must be a dask.array.Array"):
+        rpd.round(_data(), "e4m3")
+    with pytest.raises(TypeError, match=r"^codes must be a dask.array.Array"):
+        rpd.decode([1, 2], "e4m3")
+    with pytest.raises(ValueError, match="mode"):
+        rpd.round(x, "e4m3", "sideways")
+    with pytest.raises(TypeError, match="rng"):
+        rpd.round(x, "e4m3", "stochastic", rng="seed")
+    with pytest.raises(ValueError, match="rand_bits"):
+        rpd.round(x, "e4m3", "nearest", rand_bits=4)
+    with pytest.raises(TypeError, match="x must hold real or complex numbers"):
+        rpd.round(da.from_array(np.array(["a"]), chunks=1), "e4m3")
+    with pytest.raises(TypeError, match="encode takes real numbers"):
+        rpd.encode(x.astype(np.complex64), "e4m3")
+    with pytest.raises(TypeError, match="codes must be integers"):
+        rpd.decode(x, "e4m3")
+    with pytest.raises(TypeError, match="unexpected keyword"):
+        rpd.encode(x, "e4m3", out=None)
+    with pytest.raises(ValueError, match="order"):
+        rpd.sum(x, "e4m3", order="random")
+
+
+def test_import_rpfloat_does_not_import_dask():
+    code = "import sys, rpfloat; assert not [m for m in sys.modules if m.split('.')[0] == 'dask'], 'dask imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+# -- sum -----------------------------------------------------------------------------
+
+
+def _root_key(seed):
+    """The key rp.sum draws for an int seed: the first 64-bit word of its SeedSequence."""
+    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+
+
+def reference_sum(x, chunks, fmt, mode, order, seed, axis=None):
+    """docs/dask.md's order, written with NumPy slicing: every chunk summed by rp.sum
+    (rng: the chunk's C-order index in the chunk grid), then for every result the
+    partial sums of the chunks along `axis` (C order) added pairwise, level by level."""
+    stochastic = mode.startswith("stochastic")
+    bounds = [np.cumsum((0,) + c) for c in chunks]
+    grid = tuple(len(c) for c in chunks)
+    axes = list(range(x.ndim)) if axis is None else [axis]
+    kept = [d for d in range(x.ndim) if d not in axes]
+    partials = {}
+    for c, index in enumerate(np.ndindex(*grid)):
+        block = x[tuple(slice(b[i], b[i + 1]) for b, i in zip(bounds, index))]
+        rng = np.random.SeedSequence(_root_key(seed), spawn_key=(0, c)) if stochastic else None
+        partials[index] = rp.sum(block, fmt, axis=axis, mode=mode, order=order, rng=rng)
+    results = []
+    for r, kept_index in enumerate(np.ndindex(*[grid[d] for d in kept])):
+        values = []
+        for reduced_index in np.ndindex(*[grid[d] for d in axes]):  # C order along the reduced axes
+            index = [0] * x.ndim
+            for d, i in zip(kept, kept_index):
+                index[d] = i
+            for d, i in zip(axes, reduced_index):
+                index[d] = i
+            values.append(np.asarray(partials[tuple(index)]))
+        level = 0
+        while len(values) > 1:
+            rng = np.random.SeedSequence(_root_key(seed), spawn_key=(1, level, r)) if stochastic else None
+            half = len(values) // 2
+            sums = rp.sum(np.stack([np.stack(values[0:2 * half:2]), np.stack(values[1:2 * half:2])]), fmt, axis=0,
+                          mode=mode, rng=rng)
+            values = list(np.asarray(sums)) + values[2 * half:]
+            level += 1
+        results.append(values[0])
+    return results[0] if axis is None else np.concatenate(results)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "up", "odd", "stochastic", "stochastic_equal"])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+@pytest.mark.parametrize("shape, chunks, axis", [
+    ((1000,), ((100,) * 9 + (55, 45),), None),
+    ((37, 53), CHUNKINGS["ragged"], None),
+    ((37, 53), CHUNKINGS["ragged"], 0),
+    ((37, 53), CHUNKINGS["ragged"], 1),
+], ids=["1-D-ragged", "2-D", "2-D-axis-0", "2-D-axis-1"])
+def test_sum_follows_the_documented_order(shape, chunks, axis, order, mode):
+    x = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    lazy = rpd.sum(da.from_array(x, chunks=chunks), "bfloat16", axis=axis, mode=mode, order=order, rng=SEED)
+    expected = reference_sum(x, chunks, "bfloat16", mode, order, SEED, axis=axis)
+    assert_same_bits(_compute(lazy), expected)
+    assert lazy.shape == np.shape(expected) and lazy.dtype == np.float32
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest_away", "toward_zero", "up", "down", "odd"])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_sum_of_one_chunk_is_rp_sum(order, mode):
+    x = np.random.default_rng(5).standard_normal((30, 40))
+    assert_same_bits(_compute(rpd.sum(da.from_array(x), "e5m2", mode=mode, order=order)),
+                     rp.sum(x, "e5m2", mode=mode, order=order))
+    assert_same_bits(_compute(rpd.sum(da.from_array(x, chunks=(30, 7)), "e5m2", axis=0, mode=mode, order=order)),
+                     rp.sum(x, "e5m2", axis=0, mode=mode, order=order))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "toward_zero", "up", "down", "odd"])
+@pytest.mark.parametrize("size", [1, 16, 128])
+def test_pairwise_sum_in_power_of_two_chunks_is_one_pairwise_tree(size, mode):
+    x = np.random.default_rng(6).standard_normal(1000)
+    lazy = rpd.sum(da.from_array(x, chunks=size), "bfloat16", mode=mode, order="pairwise")
+    assert_same_bits(_compute(lazy), rp.sum(x, "bfloat16", mode=mode, order="pairwise"))
+
+
+def test_sum_rounds_every_combining_step_exactly():
+    # chunk sums 1 and 2**-60: float64 holds 1 + 2**-60 as 1, a rounding of it would
+    # give 1; the exact sum rounded up onto float32 is 1 + 2**-23
+    x = da.from_array(np.array([1.0, 2.0**-60]), chunks=1)
+    assert float(_compute(rpd.sum(x, "float32", mode="up"))) == 1 + 2.0**-23
+    assert float(_compute(rpd.sum(x, "float32", mode="down"))) == 1.0
+    ones = da.ones(4096, chunks=1000)
+    assert float(_compute(rpd.sum(ones, "float16"))) == 4096.0  # 1000 per chunk, then pairwise
+    assert float(rp.sum(np.ones(4096), "float16")) == 2048.0
+
+
+def test_sum_is_the_same_for_every_scheduler():
+    x = da.from_array(np.random.default_rng(7).standard_normal((50, 40)), chunks=(9, 13))
+    lazy = rpd.sum(x, "e4m3", axis=1, mode="stochastic", rng=3)
+    expected = _compute(lazy)
+    assert_same_bits(dask.compute(lazy, scheduler="threads", num_workers=4)[0], expected)
+    assert_same_bits(dask.compute(rpd.sum(x, "e4m3", axis=1, mode="stochastic", rng=3), scheduler="threads")[0],
+                     expected)
+
+
+def test_empty_sum_is_zero():
+    assert_same_bits(_compute(rpd.sum(da.zeros((0,), chunks=5), "e4m3")), rp.sum(np.zeros(0), "e4m3"))
+    assert_same_bits(_compute(rpd.sum(da.zeros((0, 4), chunks=2), "e4m3", axis=0)),
+                     rp.sum(np.zeros((0, 4)), "e4m3", axis=0))
+
+
+# -- a real cluster: two worker processes on the loopback interface ----------------------
+
+
+@pytest.fixture(scope="module")
+def client():
+    distributed = pytest.importorskip("distributed")
+    cluster = client = None
+    try:
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                                           dashboard_address=None, timeout="60s")
+        client = distributed.Client(cluster, timeout="60s")
+        client.wait_for_workers(2, timeout=60)
+        yield client
+    finally:
+        if client is not None:
+            client.close(timeout=30)
+        if cluster is not None:
+            cluster.close(timeout=30)
+
+
+def test_local_cluster_gives_numpy_bits(client):
+    workers = client.scheduler_info()["workers"]
+    assert len(workers) == 2 and all(address.startswith("tcp://127.0.0.1:") for address in workers)
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["last-axis"])
+    mx = SCALED["mx-last-axis"]
+    graphs = {mode: rpd.round(d, "e4m3", mode, **_kwargs(mode)) for mode in MODES}
+    graphs["scaled"] = rpd.round(d, mx, "stochastic", rng=SEED)
+    graphs["encode"] = rpd.encode(d, "e5m2", "stochastic", rng=SEED)
+    graphs["sum"] = rpd.sum(d, "bfloat16", axis=0, mode="stochastic", rng=SEED)
+    results = dict(zip(graphs, client.gather(client.compute(list(graphs.values())), direct=False)))
+    for mode in MODES:
+        assert_same_bits(results[mode], rp.round(x, "e4m3", mode, **_kwargs(mode)))
+    assert_same_bits(results["scaled"], rp.round(x, mx, "stochastic", rng=SEED))
+    assert_same_bits(results["encode"], rp.encode(x, "e5m2", "stochastic", rng=SEED))
+    assert_same_bits(results["sum"], _compute(graphs["sum"]))
+    # the kernels ran in the worker processes, not here
+    assert all(pid != __import__("os").getpid() for pid in client.run(__import__("os").getpid).values())
+
+
+# -- rp.round itself ---------------------------------------------------------------
+
+
+def test_rp_round_dispatches_dask_arrays():
+    x = _data()
+    d = da.from_array(x, chunks=CHUNKINGS["ragged"])
+    lazy = rp.round(d, "e4m3", "stochastic", rng=SEED)
+    assert isinstance(lazy, da.Array)
+    assert_same_bits(_compute(lazy), rp.round(x, "e4m3", "stochastic", rng=SEED))
+    codes = rp.encode(d, "e5m2", "stochastic", rng=SEED)
+    assert isinstance(codes, da.Array)
+    assert_same_bits(_compute(codes), rp.encode(x, "e5m2", "stochastic", rng=SEED))
+    values = rp.decode(codes, "e5m2")
+    assert isinstance(values, da.Array)
+    assert_same_bits(_compute(values), rp.decode(rp.encode(x, "e5m2", "stochastic", rng=SEED), "e5m2"))
