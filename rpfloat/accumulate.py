@@ -41,6 +41,7 @@ from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
+from .scaledformat import ScaledFormat
 from ._plan import overflow_policy, random_key, result_dtype
 from .rounding import round as rp_round
 
@@ -88,7 +89,11 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     >>> float(rp.sum(np.ones(4096), "float16", order="pairwise"))
     4096.0
     """
-    fmt = to_format(fmt)
+    if type(x).__module__.startswith("dask."):  # a lazy sum in the documented chunk order
+        from . import dask as dask_adapter
+
+        return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng)
+    fmt = _element_format(fmt, "fmt")
     mode = parse_mode(mode)
     pairwise = _pairwise(order)
     values, dtype = _operand(x, "x")
@@ -172,8 +177,8 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     array([[0.33398438, 0.33398438],
            [0.33398438, 0.33398438]])
     """
-    fmt = to_format(fmt)
-    acc = fmt if acc is None else to_format(acc)
+    fmt = _element_format(fmt, "fmt")
+    acc = fmt if acc is None else _element_format(acc, "acc")
     mode = parse_mode(mode)
     pairwise = _pairwise(order)
     if not isinstance(fma, (bool, np.bool_)):
@@ -219,6 +224,16 @@ def bounded_format(fmt, dtype):
         dtype = np.dtype(dtype)
         man_bits = builtins.min(fmt.man_bits, int(np.finfo(dtype).nmant))
         return FloatFormat(_IEEE_EXP_BITS[dtype], man_bits, overflow=fmt.overflow, name=fmt.name)
+    return fmt
+
+
+def _element_format(fmt, argument: str):
+    """`fmt` as a format object; TypeError for a scaled format, whose scales follow
+    whole blocks and so cannot round one step of an accumulation."""
+    fmt = to_format(fmt)
+    if isinstance(fmt, ScaledFormat):
+        raise TypeError(f"{argument} must be an element format (FloatFormat or FixedFormat): a scaled format's "
+                        "scale follows a whole block, not one step of a sum; round the result with rp.round")
     return fmt
 
 

@@ -231,7 +231,7 @@ def decode(codes, fmt):
     >>> rp.decode([56, 192], "e4m3")
     array([ 1., -2.], dtype=float16)
     """
-    if _is_dask(codes):
+    if _is_dask(codes) or (isinstance(codes, tuple) and codes and _is_dask(codes[0])):  # also ScaledCodes
         return _dask_adapter().decode(codes, fmt)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):

@@ -469,3 +469,24 @@ def test_rp_round_dispatches_dask_arrays():
     values = rp.decode(codes, "e5m2")
     assert isinstance(values, da.Array)
     assert_same_bits(_compute(values), rp.decode(rp.encode(x, "e5m2", "stochastic", rng=SEED), "e5m2"))
+
+
+def test_rp_sum_dispatches_dask_arrays_and_decode_takes_scaled_dask_codes():
+    """rp.sum of a dask array is rpfloat.dask.sum (lazy, same value); rp.decode of
+    ScaledCodes holding dask arrays stays lazy and equals rp.round."""
+    x = np.random.default_rng(8).standard_normal(1000).astype(np.float32)
+    lazy = da.from_array(x, chunks=128)
+    total = rp.sum(lazy, "bfloat16", mode="down")
+    assert isinstance(total, da.Array)
+    assert total.compute().tobytes() == rpd.sum(lazy, "bfloat16", mode="down").compute().tobytes()
+    codes = rp.encode(da.from_array(x[:960], chunks=320), "mxfp4")
+    values = rp.decode(codes, "mxfp4")
+    assert isinstance(values, da.Array)
+    np.testing.assert_array_equal(values.compute(), rp.round(x[:960], "mxfp4").astype(np.float64))
+
+
+def test_accumulation_refuses_scaled_formats():
+    with pytest.raises(TypeError, match="fmt must be an element format"):
+        rp.sum(np.ones(4), "mxfp4")
+    with pytest.raises(TypeError, match="acc must be an element format"):
+        rp.matmul(np.ones((2, 2)), np.ones((2, 2)), "bfloat16", acc="nvfp4")
