@@ -1,0 +1,3 @@
+"""The CUDA backend: numba CUDA kernels (``kernels``) over the same ``core`` as the
+CPU backend, so that a seed gives the same bits on both. ``rpfloat.cuda`` is its
+public adapter; importing this package needs no GPU (kernels compile on first launch)."""
