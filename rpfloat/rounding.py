@@ -24,7 +24,8 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     x : array_like
         Real or complex numbers (integers and bools are taken as float64). Any
         shape, strides or byte order; never modified unless it is `out`. A dask
-        array gives a lazy dask array (``rpfloat.dask``, docs/dask.md).
+        array gives a lazy dask array (``rpfloat.dask``, docs/dask.md); a CUDA
+        device array is rounded on its device (``rpfloat.cuda``, docs/gpu.md).
     fmt : FloatFormat, FixedFormat, ScaledFormat or str
         The target format or a name accepted by :func:`rpfloat.format`. A
         :class:`~rpfloat.ScaledFormat` rounds blocks with shared scales
@@ -70,16 +71,29 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     >>> rp.round([1000.0, 465.0], "e4m3", overflow="saturate")
     array([448., 448.])
     """
-    if x.__class__ is not np.ndarray and _is_dask(x):
-        if out is not None or stats is not False:
-            raise TypeError("out= and stats= are for NumPy arrays; a dask array gives a lazy result")
-        return _dask_adapter().round(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits)
+    if x.__class__ is not np.ndarray:
+        if _is_dask(x):
+            if out is not None or stats is not False:
+                raise TypeError("out= and stats= are for NumPy arrays; a dask array gives a lazy result")
+            return _dask_adapter().round(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits)
+        if _is_device_array(x):  # CUDA arrays (numba, CuPy, torch) round on their device
+            if stats is not False:
+                raise TypeError("stats= is for host arrays")
+            from . import cuda
+
+            return cuda.round(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
     return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out, stats=stats)
 
 
 def _is_dask(x) -> bool:
     """Whether `x` is a dask array (checked without importing dask)."""
     return type(x).__module__.startswith("dask.")
+
+
+def _is_device_array(x) -> bool:
+    """Whether `x` lives on a CUDA device (``__cuda_array_interface__``; numba's
+    simulator arrays say ``__cuda_ndarray__``)."""
+    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
 
 
 def _dask_adapter():
