@@ -95,10 +95,10 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
         return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng)
     fmt = _element_format(fmt, "fmt")
     mode = parse_mode(mode)
-    pairwise = _pairwise(order)
-    values, dtype = _operand(x, "x")
+    pairwise = pairwise_order(order)
+    values, dtype = exact_operand(x, "x")
     out_dtype = result_dtype(dtype, fmt)
-    axes = _axes(axis, values.ndim)
+    axes = reduced_axes(axis, values.ndim)
     kept = [d for d in range(values.ndim) if d not in axes]
     shape = tuple(values.shape[d] for d in kept)
     n = int(np.prod([values.shape[d] for d in axes], dtype=np.int64))
@@ -131,8 +131,8 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", r
     >>> float(rp.dot([1.0, 2.0 ** -9], [1.0, 1.0], "bfloat16", acc="float32"))
     1.001953125
     """
-    a_values, _ = _operand(a, "a")
-    b_values, _ = _operand(b, "b")
+    a_values, _ = exact_operand(a, "a")
+    b_values, _ = exact_operand(b, "b")
     if a_values.ndim > 2 or b_values.ndim > 2:
         raise ValueError(
             f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and "
@@ -180,11 +180,11 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     fmt = _element_format(fmt, "fmt")
     acc = fmt if acc is None else _element_format(acc, "acc")
     mode = parse_mode(mode)
-    pairwise = _pairwise(order)
+    pairwise = pairwise_order(order)
     if not isinstance(fma, (bool, np.bool_)):
         raise TypeError(f"fma must be True or False, got {fma!r}")
-    a_values, a_dtype = _operand(a, "a")
-    b_values, b_dtype = _operand(b, "b")
+    a_values, a_dtype = exact_operand(a, "a")
+    b_values, b_dtype = exact_operand(b, "b")
     if a_values.ndim == 0 or b_values.ndim == 0:
         raise ValueError("matmul: a and b must have at least one dimension; round a * b for scalars")
     a_matrix = a_values[None, :] if a_values.ndim == 1 else a_values
@@ -294,13 +294,13 @@ def _key(rng, mode) -> int:
     return random_key(rng) if mode.is_stochastic else 0
 
 
-def _pairwise(order) -> bool:
+def pairwise_order(order) -> bool:
     if order not in _ORDERS:
         raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
     return order == "pairwise"
 
 
-def _operand(x, argument):
+def exact_operand(x, argument):
     """``(float64 values, dtype for the result)`` of an input; TypeError for
     non-real input."""
     array = np.asarray(x)
@@ -314,7 +314,7 @@ def _operand(x, argument):
         return array.astype(np.float64, copy=False), dtype
 
 
-def _axes(axis, ndim) -> list:
+def reduced_axes(axis, ndim) -> list:
     if axis is None:
         return list(range(ndim))
     axes = axis if isinstance(axis, tuple) else (axis,)

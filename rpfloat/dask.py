@@ -228,9 +228,9 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     x = _dask_array(x, "x")
     fmt = to_format(fmt)
     stochastic = parse_mode(mode).is_stochastic
-    _accumulate._pairwise(order)  # the checks of rp.sum, without its kernel
-    _, dtype = _accumulate._operand(np.empty(0, x.dtype), "x")
-    axes = sorted(_accumulate._axes(axis, x.ndim))
+    _accumulate.pairwise_order(order)  # the checks of rp.sum, without its kernel
+    _, dtype = _accumulate.exact_operand(np.empty(0, x.dtype), "x")
+    axes = sorted(_accumulate.reduced_axes(axis, x.ndim))
     out_dtype = _rounding.result_dtype(dtype, fmt)
     _accumulate.rounding_setup(_accumulate.bounded_format(fmt, out_dtype))  # rp.sum's check of fmt
     root = random_key(rng) if stochastic else None
@@ -259,7 +259,7 @@ def _dask_array(x, argument):
 
 def _plan(x, fmt, mode, overflow, rand_bits):
     """rp.round's plan for chunks of `x` (validates every argument but rng, as rp.round does)."""
-    _rounding._input_array(np.empty(0, x.dtype))  # rp.round's dtype checks and messages
+    _rounding.input_array(np.empty(0, x.dtype))  # rp.round's dtype checks and messages
     return plan_for(fmt, mode, overflow, rand_bits, x.dtype)
 
 
@@ -294,7 +294,7 @@ def _scaled_chunks(x, fmt: ScaledFormat, stochastic):
             raise ValueError(f"x has {x.npartitions} chunks, but {fmt!r} has {what}, which needs the whole array "
                              f"at once: rechunk x to one chunk (x.rechunk(-1)) or use {instead}")
         return x
-    axis = _scaling._layout(x.shape, fmt)[4]  # validates the format's axis for x
+    axis = _scaling.block_layout_of(x.shape, fmt)[4]  # validates the format's axis for x
     chunks = list(x.chunks)
     chunks[axis] = _aligned(chunks[axis], fmt.block_size)
     if stochastic:
@@ -365,17 +365,17 @@ def _decode_block(block, *, fmt):
 
 def _encode_scaled_chunk(block, *, fmt, mode, rand_bits, seed, location, shape):
     """``(element codes, scale codes, tensor scale)`` of one chunk of whole blocks."""
-    array = _rounding._input_array(block)
+    array = _rounding.input_array(block)
     plan = plan_for(fmt, mode, None, rand_bits, array.dtype)
     key = random_key(seed) if seed is not None else 0
     runs = _runs(location, shape) if seed is not None else [((), 0)]
     if len(runs) == 1:
-        elements, scales, tensor_scale = _scaling._run(array, plan, key, runs[0][1], True)
+        elements, scales, tensor_scale = _scaling.run_blocks(array, plan, key, runs[0][1], True)
     else:
         elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scale_shape(array.shape, fmt)), None
         for index, offset in runs:
-            elements[index], scales[index], _ = _scaling._run(array[index], plan, key, offset, True)
-    return (_codes.encode_values(elements, fmt.element), _scaling._scale_codes(scales, fmt, tensor_scale),
+            elements[index], scales[index], _ = _scaling.run_blocks(array[index], plan, key, offset, True)
+    return (_codes.encode_values(elements, fmt.element), _scaling.scale_codes(scales, fmt, tensor_scale),
             tensor_scale)
 
 
@@ -418,7 +418,7 @@ def _scale_shape(shape, fmt: ScaledFormat):
     """The shape of the scale codes of elements of `shape`."""
     if fmt.block_size is None or len(shape) == 0:
         return ()
-    axis = _scaling._layout(shape, fmt)[4]
+    axis = _scaling.block_layout_of(shape, fmt)[4]
     return shape[:axis] + (-(-shape[axis] // fmt.block_size),) + shape[axis + 1:]
 
 
@@ -463,7 +463,7 @@ def _decode_scaled(codes, fmt: ScaledFormat):
     if expected == ():  # one scale for the whole array: every chunk of elements takes it
         arguments = [elements, index, scales, ""]
     else:
-        axis = _scaling._layout(elements.shape, fmt)[4]
+        axis = _scaling.block_layout_of(elements.shape, fmt)[4]
         chunks = list(elements.chunks)
         chunks[axis] = _aligned(chunks[axis], fmt.block_size)
         elements = elements.rechunk(tuple(chunks))

@@ -11,7 +11,7 @@ from . import _codes
 from ._plan import plan_for, random_key
 from .fixedformat import FixedFormat
 from .presets import format as to_format
-from .rounding import _input_array, encode
+from .rounding import input_array, encode
 from .scaledformat import ScaledFormat
 from .scaling import ScaledCodes, decode_scaled
 
@@ -91,7 +91,7 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     element = fmt.element if isinstance(fmt, ScaledFormat) else fmt
     mask = field_mask(element, field)
     threshold = _threshold(p)
-    array = _input_array(x)
+    array = input_array(x)
     if array.dtype.kind == "c":
         raise TypeError("flip_bits takes real numbers; flip x.real and x.imag separately")
     dtype = plan_for(fmt, "nearest", None, None, array.dtype).result_dtype

@@ -116,7 +116,7 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
 
         return round_with_stats(x, fmt, mode, stats=stats, offset=offset, overflow=overflow, rng=rng,
                                 rand_bits=rand_bits, out=out)
-    array = _input_array(x)
+    array = input_array(x)
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     if plan.__class__ is ScaledPlan:
         if out is not None:
@@ -146,7 +146,7 @@ def _offset(offset, array) -> int:
     return int(offset)
 
 
-def _input_array(x) -> np.ndarray:
+def input_array(x) -> np.ndarray:
     """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise."""
     array = x if isinstance(x, np.ndarray) else np.asarray(x)
     if array.dtype == object and not isinstance(x, np.ndarray) and _all_ints(array):
@@ -222,7 +222,7 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
         return _dask_adapter().encode(x, fmt, mode, **round_kwargs)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
-        return encode_scaled(_input_array(x), fmt, mode, **round_kwargs)
+        return encode_scaled(input_array(x), fmt, mode, **round_kwargs)
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     rounded = np.asarray(round(x, fmt, mode, **round_kwargs))

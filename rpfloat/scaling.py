@@ -84,7 +84,7 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
                       block_params, float_params, mode, rand_bits)
 
 
-def _layout(shape, fmt: ScaledFormat):
+def block_layout_of(shape, fmt: ScaledFormat):
     """``(outer, length, inner, block_size, axis)`` of data of `shape`: blocks of
     block_size along the middle axis of the ``(outer, length, inner)`` view."""
     size = math.prod(shape)
@@ -112,7 +112,7 @@ def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     return max(largest / np.float32(fmt.scale_format.max * fmt.element.max), _SMALLEST_FLOAT32)
 
 
-def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
+def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
     into `out` where it is a C-contiguous array of the working dtype that does not
     share memory with `array` (else into a new array)."""
@@ -123,7 +123,7 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
             array = array.astype(work_dtype)
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         array = array.copy(order="C")
-    outer, length, inner, block_size, axis = _layout(array.shape, fmt)
+    outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
     tensor_scale = _tensor_scale(array, fmt)
     blocks = -(-length // block_size) if length else 0
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
@@ -154,7 +154,7 @@ def _run(array, plan: ScaledPlan, key, offset, write_elements, out=None):
 def round_scaled(array, plan: ScaledPlan, rng, offset, out):
     """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    result, _, _ = _run(array, plan, key, offset, False, out)
+    result, _, _ = run_blocks(array, plan, key, offset, False, out)
     if out is not None:
         if result is not out:
             np.copyto(out, result)
@@ -168,12 +168,12 @@ def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bi
     """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    elements, scales, tensor_scale = _run(array, plan, key, 0, True)
+    elements, scales, tensor_scale = run_blocks(array, plan, key, 0, True)
     element_codes = _codes.encode_values(elements, fmt.element)
-    return ScaledCodes(element_codes, _scale_codes(scales, fmt, tensor_scale), tensor_scale)
+    return ScaledCodes(element_codes, scale_codes(scales, fmt, tensor_scale), tensor_scale)
 
 
-def _scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarray:
+def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarray:
     nan = np.isnan(scales)
     if fmt.scale_range is None:
         values = scales / np.float64(tensor_scale if tensor_scale is not None else 1.0)
@@ -215,7 +215,7 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
 
 def _broadcast_scales(scales, shape, fmt: ScaledFormat):
     """The per-block `scales` repeated over their blocks, to `shape`."""
-    outer, length, inner, block_size, axis = _layout(shape, fmt)
+    outer, length, inner, block_size, axis = block_layout_of(shape, fmt)
     if axis is None:
         if scales.shape != ():
             raise ValueError(f"a format with one scale per array takes one scale code, got shape {scales.shape}")

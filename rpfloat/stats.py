@@ -22,7 +22,7 @@ import numpy as np
 from .fixedformat import FixedFormat
 from .floatformat import as_bool
 from .presets import format as to_format
-from .rounding import _input_array, round_chunk  # (rounding imports this module on first use)
+from .rounding import input_array, round_chunk  # (rounding imports this module on first use)
 from .scaledformat import ScaledFormat
 
 __all__ = ["RoundingStats", "rounding_stats", "round_with_stats", "packed_nbytes"]
@@ -206,7 +206,7 @@ def round_with_stats(x, fmt, mode="nearest", *, stats=True, offset=0, overflow=N
     array alone)."""
     if not as_bool(stats, "stats"):
         return round_chunk(x, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
-    array = _input_array(x)
+    array = input_array(x)
     if out is not None and isinstance(out, np.ndarray) and np.may_share_memory(array, out):
         array = array.copy()  # rounding into out overwrites x: compare with the numbers it held
     rounded = round_chunk(array, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits,
@@ -281,9 +281,9 @@ def packed_nbytes(fmt, shape, is_complex=False, result_dtype=np.float64) -> int:
     fmt = to_format(fmt)
     size = math.prod(shape) * (2 if is_complex else 1)
     if isinstance(fmt, ScaledFormat):
-        from .scaling import _layout  # the blocks of a shape, as rounding lays them out
+        from .scaling import block_layout_of  # the blocks of a shape, as rounding lays them out
 
-        outer, length, inner, block_size, _ = _layout(tuple(shape), fmt)
+        outer, length, inner, block_size, _ = block_layout_of(tuple(shape), fmt)
         scales = outer * inner * (-(-length // block_size) if length else 0)
         return _bytes_of(size, fmt.bits) + _bytes_of(scales, fmt.scale_bits)
     if fmt.bits is None:

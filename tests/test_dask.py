@@ -179,7 +179,7 @@ def kernel_calls(monkeypatch):
         monkeypatch.setattr(module, name, counted)
 
     for module, name in [(rounding, "round_chunk"), (rounding, "decode"), (accumulate, "sum"),
-                         (scaling, "_run")]:
+                         (scaling, "run_blocks")]:
         counting(module, name)
     return calls
 
@@ -202,7 +202,7 @@ def test_building_graphs_calls_no_kernel(kernel_calls):
     assert all(isinstance(graph, da.Array) for graph in graphs if graph is not None)
     assert kernel_calls == []
     dask.compute(*[graph for graph in graphs if graph is not None], scheduler="sync")
-    assert {"round_chunk", "decode", "sum", "_run"} <= set(kernel_calls)
+    assert {"round_chunk", "decode", "sum", "run_blocks"} <= set(kernel_calls)
 
 
 def test_graph_metadata_has_dtype_and_chunks():
