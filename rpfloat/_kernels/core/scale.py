@@ -86,18 +86,21 @@ def power_of_two_exponent(largest, block_params, element_max):
 SMALLEST_NORMAL_64 = 2.0**-1022
 
 
-@njit(**NUMBA_OPTIONS)
-def kept_nonzero(scaled, value):
-    """`scaled` (``value`` divided by a block scale in float64), or
-    ``copysign(2**-1022, value)`` where that quotient fell below float64's
-    normal range from a nonzero `value` (and so lost bits, or all of them).
-    Rounding onto an element whose smallest positive value is above 2**-958
-    then decides as for the exact quotient: nearest gives 0, the directed modes,
-    odd and stochastic_equal see a nonzero magnitude of the right sign, and
-    stochastic rounding steps up with probability below 2**-64 either way."""
-    if abs(scaled) < SMALLEST_NORMAL_64 and value != 0.0:
-        return math.copysign(SMALLEST_NORMAL_64, value)
-    return scaled
+@njit(inline="always", **NUMBA_OPTIONS)  # as round_bits: too large for LLVM to inline
+def round_element(quotient, value, element_params, mode, random, rand_bits):
+    """The element value ``q`` of `value` in its block: `quotient` (``value``
+    divided by the block scale in float64) rounded onto the element format
+    (`element_params`, float64 carrier, saturating) in `mode`.
+
+    Where the quotient fell below float64's normal range from a nonzero `value`
+    (and so lost bits, or all of them) it is taken as ``copysign(2**-1022,
+    value)``: rounding onto an element whose smallest positive value is above
+    2**-958 then decides as for the exact quotient: nearest gives 0, the directed
+    modes, odd and stochastic_equal see a nonzero magnitude of the right sign,
+    and stochastic rounding steps up with probability below 2**-64 either way."""
+    if abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
+        quotient = math.copysign(SMALLEST_NORMAL_64, value)
+    return bits_to_float64(round_bits(float64_to_bits(quotient), element_params, mode, random, rand_bits, True))
 
 
 @njit(**NUMBA_OPTIONS)

@@ -15,14 +15,12 @@ import numpy as np
 from numba import njit, types
 
 from ..core.bits import (
-    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, wrapping_add,
-    wrapping_mul,
+    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, hidden_zero, wrapping_add, wrapping_mul,
 )
-from ..core.element import round_bits
 from ..core.layout import P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
-    kept_nonzero, power_of_two_exponent, significand_scale,
+    power_of_two_exponent, round_element, significand_scale,
 )
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
 from .fast_bits import FAST_BITS_MODES, fast_round_bits
@@ -89,12 +87,11 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
                     if scale[i] != scale[i]:  # a NaN block: its scale code says so (elements: 0)
                         target[o, a, i] = 0.0 if write_elements else np.nan
                         continue
-                    scaled = kept_nonzero(value * inverse[i] if by_power_of_two else value / scale[i], value)
                     random = np.uint64(0)
                     if mode >= STOCHASTIC:
                         random = random_bits(key, offset + (o * length + a) * inner + i)
-                    rounded = bits_to_float64(round_bits(float64_to_bits(scaled), element_params, mode, random,
-                                                         rand_bits, True))
+                    quotient = value * inverse[i] if by_power_of_two else value / scale[i]
+                    rounded = round_element(quotient, value, element_params, mode, random, rand_bits)
                     target[o, a, i] = rounded if write_elements else rounded * scale[i]
 
 
@@ -150,8 +147,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         for a in range(source.size):
             value = np.float64(bits_to_float32(source[a]))
             random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
-            rounded = bits_to_float64(round_bits(float64_to_bits(kept_nonzero(value * inverse, value)),
-                                                 element_params, mode, random, rand_bits, True))
+            rounded = round_element(value * inverse, value, element_params, mode, random, rand_bits)
             target[a] = float32_to_bits(np.float32(rounded * scale))
 
 
