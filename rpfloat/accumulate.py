@@ -14,7 +14,16 @@ A low-precision accumulator or a hardware datapath rounds after every operation;
     rounded or exact product for :func:`dot` and :func:`matmul`);
   - ``order="pairwise"``: every term is rounded into the accumulator, then
     neighbours are added level by level, ``(v0 + v1), (v2 + v3), ...``, each sum
-    rounded; an odd last value moves up a level as it is.
+    rounded; an odd last value moves up a level as it is;
+  - ``order="kahan"``: compensated summation with the compensation ``c`` held in
+    `acc` too: ``acc = round(t_0)``, ``c = 0``, then for ``k = 1, 2, ...``
+    ``y = round(t_k - c)``, ``s = round(acc + y)``, ``c = round(round(s - acc) - y)``,
+    ``acc = s`` (with ``fma=True``, ``t_k - c`` is of the exact product).
+
+* ``block_k=k`` (sequential order only) models a tensor-core datapath instead:
+  the exact products of each block of ``k`` consecutive terms are summed exactly
+  and the exact block sum is added with one rounding, ``acc = round(acc + sum)``
+  (first block: ``acc = round(sum)``); no product is rounded on its own.
 
 Each rounding is of the exact result of its operation (error-free
 transformations, see :mod:`rpfloat._kernels.cpu.accumulate`), in the given mode, with
@@ -24,6 +33,9 @@ them first (``rp.round`` or ``rp.asarray``) to model data stored in a format.
 Stochastic modes draw one random number per rounding from a counter-based stream:
 with an int seed the result is a pure function of the inputs and the seed. The
 counters are listed in :mod:`rpfloat._kernels.cpu.accumulate`.
+
+:func:`dot` and :func:`matmul` return an :class:`~rpfloat.RPArray` of format `acc`
+when an operand is one (see :func:`matmul` for its generator).
 """
 from __future__ import annotations
 
@@ -49,13 +61,13 @@ __all__ = ["sum", "dot", "matmul"]
 
 _FLOAT64 = np.dtype(np.float64)
 _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
-_ORDERS = ("sequential", "pairwise")
+_ORDERS = ("sequential", "pairwise", "kahan")
 _RAND_BITS = 64
 _DEEP = _layout.PARAM_NAMES.index("deep")
 _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from NumPy 1.25 on
 
 
-def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # noqa: A001
+def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, block_k=None):  # noqa: A001
     """Sum of `x` with every addition rounded onto `fmt`.
 
     Parameters
@@ -68,12 +80,17 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
         Axes to sum over; None sums everything.
     mode : str
         Rounding mode of every step, as for :func:`rpfloat.round`.
-    order : {"sequential", "pairwise"}
+    order : {"sequential", "pairwise", "kahan"}
         ``"sequential"``: ``acc = round(x_0)``, then ``acc = round(acc + x_k)``.
         ``"pairwise"``: every ``x_k`` is rounded, then neighbours are added level
-        by level, each sum rounded.
+        by level, each sum rounded. ``"kahan"``: compensated summation, every
+        operation rounded (module docstring).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness for the stochastic modes (an int seed reproduces the result).
+    block_k : None or int
+        A positive int: the exact sum of each block of `block_k` consecutive
+        values is added to the accumulator with one rounding (sequential order
+        only); see :func:`matmul`.
 
     Returns
     -------
@@ -88,14 +105,21 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     2048.0
     >>> float(rp.sum(np.ones(4096), "float16", order="pairwise"))
     4096.0
+    >>> float(rp.sum(np.ones(4096), "float16", order="kahan"))
+    4096.0
+    >>> float(rp.sum(np.ones(4096), "float16", block_k=4))   # 2048 + 4 is a float16
+    4096.0
     """
     if type(x).__module__.startswith("dask."):  # a lazy sum in the documented chunk order
+        if block_k is not None:
+            raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
 
         return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng)
     fmt = _element_format(fmt, "fmt")
     mode = parse_mode(mode)
-    pairwise = pairwise_order(order)
+    pairwise_order(order)
+    block_k = block_size(block_k, order)
     values, dtype = exact_operand(x, "x")
     out_dtype = result_dtype(dtype, fmt)
     axes = reduced_axes(axis, values.ndim)
@@ -108,20 +132,18 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     out = np.zeros((1, 1, count))
     if n and out.size:
         setup = _rounding_setup(_bounded(fmt, out_dtype))
-        _kernels.accumulate(
-            np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out,
-            *setup, *setup, int(mode), _kernels.SUM, pairwise, True,
-            np.uint64(_key(rng, mode)), _RAND_BITS,
-        )
+        _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out, setup, setup,
+                    int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), _RAND_BITS, block_k)
     return _finish(out.reshape(shape), out_dtype)
 
 
-def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None):
+def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None, block_k=None):
     """Dot product of vectors (or matrix product of matrices) with rounded steps.
 
     Each product ``a_k * b_k`` is rounded onto `fmt` (unless ``fma=True``), each
-    addition onto `acc` (default `fmt`), in `order`; see :func:`matmul`, which
-    this is for inputs of at most two dimensions.
+    addition onto `acc` (default `fmt`), in `order` (or in blocks of `block_k`);
+    see :func:`matmul`, which this is for inputs of at most two dimensions. An
+    RPArray operand gives an RPArray result, as there.
 
     Examples
     --------
@@ -130,6 +152,10 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", r
     1.0
     >>> float(rp.dot([1.0, 2.0 ** -9], [1.0, 1.0], "bfloat16", acc="float32"))
     1.001953125
+    >>> float(rp.dot([1.0, 2.0 ** -8, 2.0 ** -9], [1.0, 1.0, 1.0], "bfloat16"))
+    1.0
+    >>> float(rp.dot([1.0, 2.0 ** -8, 2.0 ** -9], [1.0, 1.0, 1.0], "bfloat16", block_k=4))
+    1.0078125
     """
     a_values, _ = exact_operand(a, "a")
     b_values, _ = exact_operand(b, "b")
@@ -138,10 +164,10 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", r
             f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and "
             f"{b_values.ndim}; use rp.matmul for stacks of matrices"
         )
-    return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng)
+    return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k)
 
 
-def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None):
+def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None, block_k=None):
     """Matrix product (``np.matmul`` shapes) with every product and addition rounded.
 
     Parameters
@@ -154,20 +180,36 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     acc : FloatFormat, FixedFormat, str or None
         Format of the accumulator; None uses `fmt`.
     fma : bool
-        True: products are not rounded on their own; sequentially each exact
-        product is added to the accumulator with one rounding (fused
-        multiply-add); pairwise each exact product is rounded into the accumulator.
+        True: products are not rounded on their own; sequentially (and in
+        Kahan's order, as its terms) each exact product is added to the
+        accumulator with one rounding (fused multiply-add); pairwise each exact
+        product is rounded into the accumulator. No effect with `block_k`.
     mode : str
         Rounding mode of every step.
-    order : {"sequential", "pairwise"}
+    order : {"sequential", "pairwise", "kahan"}
         Order of the additions along the inner dimension (module docstring).
+        ``"kahan"``: compensated summation, every operation rounded onto `acc`.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness for the stochastic modes.
+    block_k : None or int
+        A positive int models a tensor-core style datapath (sequential order
+        only): the exact products of each block of `block_k` consecutive terms
+        are summed exactly, and that exact sum is added to the accumulator with
+        one rounding onto `acc`, ``acc = round(acc + block_sum)`` (the first
+        block: ``acc = round(block_sum)``). Products are never rounded on their
+        own, so `fma` makes no difference. ``block_k=1`` is ``fma=True``
+        sequentially; ``block_k >= n`` rounds the exact dot product once.
 
     Returns
     -------
-    ndarray or numpy scalar
-        Of dtype ``np.result_type(a.dtype, b.dtype, acc.carrier)``.
+    ndarray, numpy scalar or RPArray
+        Of dtype ``np.result_type(a.dtype, b.dtype, acc.carrier)``. When `a` or
+        `b` is an :class:`~rpfloat.RPArray`: an RPArray of format `acc` and mode
+        `mode` (0-d for two vectors). Its generator (stochastic modes) is `rng`
+        when that is a Generator, else that of the first RPArray operand that has
+        one, else ``np.random.default_rng(rng)``; with ``rng=None`` and an operand
+        generator, the product also draws its random key from that generator, so
+        that a program of RPArrays is reproducible from their seeds.
 
     Examples
     --------
@@ -176,13 +218,22 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     >>> rp.matmul(a, a.T, "bfloat16", acc="float32")
     array([[0.33398438, 0.33398438],
            [0.33398438, 0.33398438]])
+    >>> rp.matmul(a, a.T, "bfloat16", block_k=2)             # no product rounded
+    array([[0.33398438, 0.33398438],
+           [0.33398438, 0.33398438]])
+    >>> b = rp.asarray([[1.0, 2.0], [3.0, 4.0]], "bfloat16")
+    >>> rp.matmul(b, b, "bfloat16", acc="float32")
+    RPArray([[ 7., 10.],
+             [15., 22.]], fmt=float32, mode='nearest')
     """
     fmt = _element_format(fmt, "fmt")
     acc = fmt if acc is None else _element_format(acc, "acc")
     mode = parse_mode(mode)
-    pairwise = pairwise_order(order)
+    pairwise_order(order)
     if not isinstance(fma, (bool, np.bool_)):
         raise TypeError(f"fma must be True or False, got {fma!r}")
+    block_k = block_size(block_k, order)
+    array_result, rng = _array_result(a, b, mode, rng)
     a_values, a_dtype = exact_operand(a, "a")
     b_values, b_dtype = exact_operand(b, "b")
     if a_values.ndim == 0 or b_values.ndim == 0:
@@ -205,13 +256,57 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     if inner and out.size:
         a_rows = np.ascontiguousarray(a_rows, dtype=np.float64)
         b_rows = np.ascontiguousarray(b_rows, dtype=np.float64)
-        _kernels.accumulate(
-            a_rows, b_rows, out, *_rounding_setup(_bounded(fmt, out_dtype)),
-            *_rounding_setup(_bounded(acc, out_dtype)), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
-            pairwise, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), _RAND_BITS,
-        )
+        _run_kernel(a_rows, b_rows, out, _rounding_setup(_bounded(fmt, out_dtype)),
+                    _rounding_setup(_bounded(acc, out_dtype)), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
+                    order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), _RAND_BITS, block_k)
     shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
+    if array_result is not None:
+        return array_result(out.reshape(shape), acc)
     return _finish(out.reshape(shape), out_dtype)
+
+
+def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order, exact_products, key, rand_bits,
+                block_k):
+    """Every kernel call of this module: ``out[g, i, j]``, the rounded reduction over
+    ``k`` of ``a_rows[g, i, k] * b_rows[g, k, j]`` (SUM: `a_rows` all ones, then
+    `exact_products` is True). `product_setup`, `acc_setup`: :func:`rounding_setup`
+    of the bounded product and accumulator formats; `mode`: an int; `kind`: SUM,
+    PRODUCT or FUSED; `order`: a checked order name; `key`: a uint64; `block_k`:
+    None or a checked positive int (sequential order)."""
+    if block_k is not None:
+        _kernels.accumulate_blocks(a_rows, b_rows, out, *acc_setup, mode, block_k, exact_products, key, rand_bits)
+    elif order == "kahan":
+        _kernels.accumulate_kahan(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, exact_products, key,
+                                  rand_bits)
+    else:
+        _kernels.accumulate(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, order == "pairwise",
+                            exact_products, key, rand_bits)
+
+
+def _array_result(a, b, mode, rng):
+    """``(make, rng)``: for RPArray operands, ``make(values, acc)`` builds the
+    RPArray result, and `rng` is what the kernel's key comes from; ``(None, rng)``
+    for other operands."""
+    from .array import RPArray  # rpfloat.array imports this module
+
+    operands = [x for x in (a, b) if isinstance(x, RPArray)]
+    if not operands:
+        return None, rng
+    generator = None
+    if mode.is_stochastic:
+        if isinstance(rng, np.random.Generator):
+            generator = rng
+        else:
+            generator = next((x.rng for x in operands if x.rng is not None), None)
+            if generator is None:
+                generator = np.random.default_rng(rng)
+            elif rng is None:
+                rng = generator  # the key comes from the operand's generator too
+
+    def make(values, acc):
+        return RPArray(values, acc, mode, rng=generator)
+
+    return make, rng
 
 
 # -- shared with rpfloat.array ---------------------------------------------------------
@@ -295,9 +390,27 @@ def _key(rng, mode) -> int:
 
 
 def pairwise_order(order) -> bool:
-    if order not in _ORDERS:
+    """Whether `order` is "pairwise"; ValueError for an unknown order."""
+    if not isinstance(order, str) or order not in _ORDERS:
         raise ValueError(f"order must be one of {_ORDERS}, got {order!r}")
     return order == "pairwise"
+
+
+def block_size(block_k, order):
+    """`block_k` checked: None, or a positive int with sequential `order`."""
+    if block_k is None:
+        return None
+    if isinstance(block_k, (bool, np.bool_)):
+        raise TypeError(f"block_k must be None or a positive int, got {block_k!r}")
+    try:
+        block_k = operator.index(block_k)
+    except TypeError:
+        raise TypeError(f"block_k must be None or a positive int, got {block_k!r}") from None
+    if block_k < 1:
+        raise ValueError(f"block_k must be a positive int, got {block_k}")
+    if order != "sequential":
+        raise ValueError(f"block_k sums blocks in sequential order; it does not combine with order={order!r}")
+    return builtins.min(block_k, 2**62)
 
 
 def exact_operand(x, argument):

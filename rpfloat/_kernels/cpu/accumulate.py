@@ -60,6 +60,32 @@ numbers from counters ``3 n o + c``: ``c = 3k`` rounds product ``k``,
 only), and ``c = 3t + 2`` rounds the ``t``-th addition, counted from 0 in the order
 the kernel performs them (sequential: the addition of term ``k`` is ``t = k - 1``;
 pairwise: the streaming order above).
+
+Kahan's compensated summation (:func:`accumulate_kahan`): ``acc = round(term_0)``,
+``c = 0``, then ``y = round(term_k - c)``, ``s = round(acc + y)``,
+``d = round(s - acc)``, ``c = round(d - y)``, ``acc = s``, every rounding onto the
+accumulator format. A FUSED ``term_k - c`` is the three-term exact sum
+``p + e - c``, summed exactly (below). Output ``o`` draws counters ``5 n o + 5k + c``
+for term ``k``: ``c = 0`` rounds the product (PRODUCT), ``c = 1`` rounds ``y`` (for
+``k = 0``: the term into the accumulator), ``c = 2`` rounds ``s``, ``c = 3`` rounds
+``d`` and ``c = 4`` rounds ``c``.
+
+Blocks (:func:`accumulate_blocks`, sequential order): the exact products of terms
+``k0 .. k0 + block_k - 1`` (``p + e`` of ``two_product``; products are never
+rounded on their own) and the accumulator are summed exactly, in integers
+(:func:`exact_add`), and the sum is rounded once: ``acc = round(acc + sum)``, the
+first block ``acc = round(sum)``. The exact sum ``z`` is handed to
+:func:`round_exact` as ``s = fl(z)`` (nearest even, from the integer bits) and the
+remainder ``z - s`` rounded to odd onto float64 (:func:`exact_pair`): that keeps
+its sign, its exact ties and, for accumulator formats of up to 42 significant bits
+(``2**64`` thresholds below the remainder's last bit), the exact stochastic
+threshold; above that a stochastic probability may move by ``2**-53`` of the
+spacing. A block's rounding draws the counter sequential order gives its first
+term: ``3 n o + 1`` for the first block, ``3 n o + 3 k0 - 1`` for the block that
+starts at term ``k0``; so ``block_k=1`` is the FUSED sequential order, bit for bit.
+Summands that are inf or NaN make the block's result their float64 sum (rounded);
+an exact sum that float64 rounds to inf is taken as inf, as a float64 sum would be;
+a zero sum is +0 unless every summand is -0.
 """
 import functools
 import math
@@ -489,3 +515,268 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
             for j in range(cols):
                 out[g, i, j] = acc[j]
                 acc[j] = 0.0
+
+
+# -- exact sums of many float64s ----------------------------------------------------------
+#
+# A fixed-point number with unit 2**-1074 (float64's smallest subnormal) in LIMBS
+# 32-bit digits held in int64 slots: every finite float64 is an integer there, so sums
+# of them are exact integer additions. Digits may leave [0, 2**32) between
+# normalisations (each addition moves a digit by less than 2**33); the top slot is the
+# sign. Slots below the lowest digit an addition touched stay zero.
+
+LIMBS = 70  # 2240 bits: float64's 2098 and room for 2**40 additions
+NORMALIZE_EVERY = 1 << 24  # additions between normalisations: digits stay below 2**58
+DIGIT_MASK = np.int64(0xFFFFFFFF)
+FRACTION_MASK = np.int64((1 << 52) - 1)
+IMPLICIT_BIT = np.int64(1 << 52)
+SIGNIFICAND_MASK = np.uint64((1 << 53) - 1)
+U64_32 = np.uint64(32)
+
+
+@njit(**NUMBA_OPTIONS)
+def exact_add(digits, x):
+    """Add the finite float64 `x` to `digits` exactly; returns the lowest digit touched."""
+    bits = float64_to_bits(x)
+    field = (bits >> 52) & 0x7FF
+    significand = bits & FRACTION_MASK
+    position = np.int64(0)  # of the significand's last bit, in units of 2**-1074
+    if field != 0:
+        significand |= IMPLICIT_BIT
+        position = field - 1
+    digit = position >> 5
+    shift = position & 31
+    low_part = (significand & DIGIT_MASK) << shift  # < 2**63
+    high_part = (significand >> 32) << shift  # < 2**52
+    d0 = low_part & DIGIT_MASK
+    d1 = (low_part >> 32) + (high_part & DIGIT_MASK)
+    d2 = high_part >> 32
+    if bits < 0:
+        digits[digit] -= d0
+        digits[digit + 1] -= d1
+        digits[digit + 2] -= d2
+    else:
+        digits[digit] += d0
+        digits[digit + 1] += d1
+        digits[digit + 2] += d2
+    return digit
+
+
+@njit(**NUMBA_OPTIONS)
+def exact_normalize(digits, low):
+    """Carry: digits ``low .. LIMBS-2`` into [0, 2**32), the value unchanged; the top
+    slot is then 0 for a value >= 0 and -1 for a negative one."""
+    for i in range(low, LIMBS - 1):
+        carry = digits[i] >> 32  # floor division: negative digits borrow
+        digits[i] -= carry << 32
+        digits[i + 1] += carry
+
+
+@njit(**NUMBA_OPTIONS)
+def _exact_magnitude(digits, low):
+    """Normalise to the magnitude; returns whether the value was negative."""
+    exact_normalize(digits, low)
+    if digits[LIMBS - 1] >= 0:
+        return False
+    for i in range(low, LIMBS):
+        digits[i] = -digits[i]
+    exact_normalize(digits, low)
+    return True
+
+
+@njit(**NUMBA_OPTIONS)
+def _exact_leading(digits, low):
+    """``(significand, position, half, rest)`` of a normalised magnitude: its 53 bits
+    from ``position = max(top bit - 52, 0)`` up, the bit below them, and whether any
+    lower bit is set; significand -1 for zero."""
+    top = LIMBS - 1
+    while top >= low and digits[top] == 0:
+        top -= 1
+    if top < low:
+        return np.int64(-1), np.int64(0), False, False
+    width = 0
+    while (digits[top] >> width) != 0:
+        width += 1
+    position = max(32 * top + width - 1 - 52, 0)
+    digit = position >> 5
+    shift = np.uint64(position & 31)
+    window = (np.uint64(digits[digit]) >> shift) | (np.uint64(digits[digit + 1]) << (U64_32 - shift))
+    if shift != U64_ZERO:
+        window |= np.uint64(digits[digit + 2]) << (U64_64 - shift)
+    significand = np.int64(window & SIGNIFICAND_MASK)
+    half = False
+    rest = False
+    if position > 0:
+        below = position - 1
+        digit = below >> 5
+        shift = below & 31
+        half = ((digits[digit] >> shift) & 1) == 1
+        rest = (digits[digit] & ((np.int64(1) << shift) - 1)) != 0
+        i = low
+        while not rest and i < digit:
+            rest = digits[i] != 0
+            i += 1
+    return significand, np.int64(position), half, rest
+
+
+@njit(**NUMBA_OPTIONS)
+def exact_pair(digits, low, negative_zero):
+    """The exact value ``z`` held in `digits` (lowest touched digit `low`) as the pair
+    ``(s, r)`` that :func:`round_exact` takes, and `digits` cleared.
+
+    ``s = fl(z)``, rounded to nearest even from the integer bits themselves (no float
+    arithmetic), and ``r``: the remainder ``z - s``, computed exactly the same way and
+    rounded to odd onto float64 (it keeps its sign, an exact ``ulp(s)/2`` tie, and
+    every bit of ``(s + r)`` above ``2**-53 |r|``). A zero sum is -0.0 where
+    `negative_zero` (every summand was -0.0), else +0.0; a sum that float64 rounds to
+    inf gives ``(±inf, 0)``."""
+    negative = _exact_magnitude(digits, low)
+    significand, position, half, rest = _exact_leading(digits, low)
+    if significand < 0:
+        return (-0.0 if negative_zero else 0.0), 0.0
+    if half and (rest or (significand & 1) == 1):
+        significand += 1
+    head = math.ldexp(float(significand), position - 1074)  # exact, or inf
+    tail = 0.0
+    if not math.isinf(head):
+        low = min(low, exact_add(digits, -head))
+        tail_negative = _exact_magnitude(digits, low)
+        significand, position, half, rest = _exact_leading(digits, low)
+        if significand >= 0:
+            if half or rest:
+                significand |= 1  # round to odd
+            tail = math.ldexp(float(significand), position - 1074)
+            if tail_negative:
+                tail = -tail
+    digits[low:] = 0
+    if negative:
+        return -head, -tail
+    return head, tail
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _product(x, y, exact_products):
+    """``(p, e)``: the product as ``fl(x*y)`` and its error (0 when known exact)."""
+    if exact_products:
+        return x * y, 0.0
+    return two_product(x, y)
+
+
+@_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
+                                   types.int64, types.int64, types.boolean, types.uint64, types.int64))
+def accumulate_blocks(a, b, out, acc_params, acc_midpoints, acc_general, mode, block_k, exact_products, key,
+                      rand_bits):
+    """``out[g, i, j]``: sequential order over blocks of `block_k` terms, each block's
+    exact products summed exactly and added to the accumulator with one rounding
+    (module docstring). SUM passes all-ones `a` and ``exact_products``."""
+    groups, rows, n = a.shape
+    cols = out.shape[2]
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    digits = np.zeros(LIMBS, dtype=np.int64)
+    random = U64_ZERO
+    for g in range(groups):
+        for i in range(rows):
+            for j in range(cols):
+                base = np.int64(3) * n * ((g * rows + i) * cols + j)
+                acc = 0.0
+                for start in range(0, n, block_k):
+                    low = np.int64(LIMBS)
+                    special = 0.0  # the float64 sum of the infinite and NaN summands
+                    finite = True
+                    negative_zero = True
+                    added = 0
+                    if start > 0:
+                        if not math.isfinite(acc):
+                            special, finite = acc, False
+                        elif acc != 0.0:
+                            low = min(low, exact_add(digits, acc))
+                            added += 1
+                        negative_zero = acc == 0.0 and math.copysign(1.0, acc) < 0.0
+                    for k in range(start, min(start + block_k, n)):
+                        p, e = _product(a[g, i, k], b[g, k, j], exact_products)
+                        if not math.isfinite(p):
+                            special = p if finite else special + p
+                            finite = False
+                            continue
+                        negative_zero = negative_zero and p == 0.0 and math.copysign(1.0, p) < 0.0
+                        if p != 0.0:
+                            low = min(low, exact_add(digits, p))
+                            added += 1
+                            if e != 0.0 and math.isfinite(e):  # not finite: operands past 2**995
+                                low = min(low, exact_add(digits, e))
+                                added += 1
+                            if added >= NORMALIZE_EVERY:
+                                exact_normalize(digits, low)
+                                added = 0
+                    if finite:
+                        total, residual = exact_pair(digits, low, negative_zero)
+                    else:
+                        digits[low:] = 0
+                        total, residual = special, 0.0
+                    if stochastic:
+                        random = random_bits(key, base + (3 * start - 1 if start > 0 else 1))
+                    acc = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits, acc_general)
+                out[g, i, j] = acc
+
+
+@_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
+                                   PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean, types.int64, types.int64,
+                                   types.boolean, types.uint64, types.int64))
+def accumulate_kahan(a, b, out, product_params, product_midpoints, product_general, acc_params, acc_midpoints,
+                     acc_general, mode, kind, exact_products, key, rand_bits):
+    """``out[g, i, j]``: compensated (Kahan) summation of the terms, every operation
+    rounded onto the accumulator format (module docstring)."""
+    groups, rows, n = a.shape
+    cols = out.shape[2]
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    digits = np.zeros(LIMBS, dtype=np.int64)
+    random = U64_ZERO
+    for g in range(groups):
+        for i in range(rows):
+            for j in range(cols):
+                base = np.int64(5) * n * ((g * rows + i) * cols + j)
+                acc = 0.0
+                compensation = 0.0
+                for k in range(n):
+                    counter = base + 5 * k
+                    term, term_residual = _product(a[g, i, k], b[g, k, j], exact_products)
+                    if kind == PRODUCT:
+                        if stochastic:
+                            random = random_bits(key, counter)
+                        term = _round(term, term_residual, product_params, product_midpoints, mode, random,
+                                      rand_bits, product_general)
+                        term_residual = 0.0
+                    # y = round(term - c): exact even for a fused term (three summands)
+                    if k == 0:
+                        total, residual = term, term_residual
+                    elif (term_residual != 0.0 and compensation != 0.0 and math.isfinite(term)
+                          and math.isfinite(term_residual) and math.isfinite(compensation)):
+                        low = min(exact_add(digits, term), exact_add(digits, term_residual))
+                        low = min(low, exact_add(digits, -compensation))
+                        total, residual = exact_pair(digits, low, False)
+                    elif term_residual != 0.0 and compensation == 0.0:
+                        total, residual = term, term_residual
+                    else:
+                        total, residual = two_sum(term, -compensation)
+                    if stochastic:
+                        random = random_bits(key, counter + 1)
+                    y = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits, acc_general)
+                    if k == 0:
+                        acc = y
+                        continue
+                    # s = round(acc + y), c = round(round(s - acc) - y)
+                    total, residual = two_sum(acc, y)
+                    if stochastic:
+                        random = random_bits(key, counter + 2)
+                    s = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits, acc_general)
+                    total, residual = two_sum(s, -acc)
+                    if stochastic:
+                        random = random_bits(key, counter + 3)
+                    d = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits, acc_general)
+                    total, residual = two_sum(d, -y)
+                    if stochastic:
+                        random = random_bits(key, counter + 4)
+                    compensation = _round(total, residual, acc_params, acc_midpoints, mode, random, rand_bits,
+                                          acc_general)
+                    acc = s
+                out[g, i, j] = acc
