@@ -73,6 +73,8 @@ RPArray([0.33398438, 0.66796875, 1.        ], fmt=bfloat16, mode='nearest')
 from __future__ import annotations
 
 import functools
+import math
+import mmap
 import numbers
 from typing import NamedTuple
 
@@ -81,6 +83,8 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 from ._kernels.cpu.accumulate import round_pairs_at
 from .accumulate import bounded_format, rounding_setup
+from .accumulate import matmul as _rounded_matmul
+from .accumulate import sum as _rounded_sum
 from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
@@ -302,6 +306,10 @@ class RPArray(NDArrayOperatorsMixin):
                 return NotImplemented
         if method == "at":
             return _ufunc_at(ufunc, inputs, kwargs)
+        if method == "__call__" and not kwargs and FAST_PATHS and ufunc in _EXACT_UFUNCS:
+            result = _fast_call(ufunc, inputs, outs)
+            if result is not None:
+                return result
         values = [_float64_operand(x) for x in inputs]
         residuals = None
         if method == "__call__" and ufunc in _EXACT_UFUNCS and not kwargs:
@@ -484,6 +492,354 @@ def _exact_call(ufunc, values):
         _, residual = _EXACT_UFUNCS[ufunc](*values)
         residual = np.where(np.isfinite(residual), residual, 0.0)
     return (results,), (residual,)
+
+
+# -- fast paths -----------------------------------------------------------------------------
+#
+# The float64 path above costs about twenty passes over float64 copies of the data.
+# Where the operands' formats bound their values well enough, a ufunc of
+# _EXACT_UFUNCS can instead be computed in float32 (or float64, without residual)
+# and rounded once by rp.round, with the same result bit for bit:
+#
+# * "exact": the working precision holds every result exactly (sums of values on
+#   a grid of at most `precision` bits, products of short significands), in every
+#   mode; element i draws random number i of the same seed, as on the float64 path;
+# * "nearest": round-to-nearest onto a format of precision p with operands of that
+#   format, when the working precision has at least 2p + 2 bits (Figueroa) and no
+#   result is rounded below its normal range (sums there are exact) and an overflow
+#   rounds onto the format as infinity does;
+# * "checked": products of short significands, exact in float32 except where they
+#   leave its normal range; those elements are found and rounded exactly;
+# * "bracketed": the directed modes, odd and stochastic_equal round every number
+#   between two neighbouring values of the format alike, so the rounded work result
+#   (float32 or float64, a superset of the format) is right unless it is a value of
+#   the format itself; those elements are rounded exactly;
+# * "two_sum": sums in float32 with TwoSum's exact error, in chunks that stay in
+#   cache; elements with an error are rounded exactly.
+#
+# Elements rounded "exactly" get what the float64 path gives them: the float64
+# result and residual, rounded by round_pairs_at with the random number of their
+# index. FAST_PATHS = False turns every fast path off (to compare against them).
+
+FAST_PATHS = True
+"""Whether ufuncs may take the fast paths (float32 arithmetic, no residual) where
+they give the same bits as the float64 error-free path; False always takes the
+float64 path (for checking the fast paths)."""
+
+_CHUNK = 8192  # elements per two_sum chunk: its five float32 buffers stay in cache
+
+
+class _Values(NamedTuple):
+    """Bounds on an operand's finite values: multiples of ``2**quantum`` with at most
+    `precision` significant bits, below ``2**top`` in magnitude."""
+
+    precision: int
+    quantum: int
+    top: int
+
+
+class _Work(NamedTuple):
+    """A working precision: its dtype and the same bounds on its values."""
+
+    dtype: np.dtype
+    precision: int
+    quantum: int   # exponent of the smallest subnormal
+    normal: int    # exponent of the smallest normal
+    top: int       # finite values lie below 2**top
+
+
+_WORK32 = _Work(np.dtype(np.float32), 24, -149, -126, 128)
+_WORK64 = _Work(_FLOAT64, 53, -1074, -1022, 1024)
+_SUMS = (np.add, np.subtract)
+# Modes whose result depends only on the two values of the format around the exact
+# result (and on whether it is one): rounding fl(z) gives the same unless fl(z) is a
+# value of the format, where the work format holds every value of it.
+_BRACKET_MODES = (Mode.UP, Mode.DOWN, Mode.TOWARD_ZERO, Mode.ODD, Mode.STOCHASTIC_EQUAL)
+_PRODUCTS = (np.multiply, np.square)
+
+
+class _FastPlan(NamedTuple):
+    kind: str              # "direct", "checked", "bracketed" or "two_sum"
+    work: _Work
+    tiny: bool = False     # "checked": results may fall below float32's normal range
+    huge: bool = False     # "checked": results may overflow float32
+
+
+def _format_values(fmt) -> _Values | None:
+    if isinstance(fmt, FixedFormat):
+        magnitude = max(fmt.max, -fmt.min)
+        top = math.frexp(magnitude)[1] if magnitude > 0 else -fmt.frac_bits
+        return _Values(max(top + fmt.frac_bits, 1), -fmt.frac_bits, top)
+    if isinstance(fmt, ScaledFormat) or fmt.exp_bits is None:
+        return None
+    return _Values(fmt.man_bits + 1, fmt.emin - fmt.man_bits, fmt.emax + 1)
+
+
+def _scalar_values(value: float) -> _Values:
+    if value == 0:
+        return _Values(1, 0, 1)
+    fraction, exponent = math.frexp(value)
+    significand = int(abs(fraction) * 2**53)
+    trailing = (significand & -significand).bit_length() - 1
+    return _Values(53 - trailing, exponent - 53 + trailing, exponent)
+
+
+def _fits(values: _Values, work: _Work) -> bool:
+    return values.precision <= work.precision and values.quantum >= work.quantum and values.top <= work.top
+
+
+def _result_bounds(ufunc, values) -> tuple:
+    """``(low, top)``: every nonzero finite exact result is at least ``2**low`` and
+    below ``2**top`` in magnitude."""
+    quanta = [v.quantum for v in values]
+    tops = [v.top for v in values]
+    if ufunc in _SUMS:
+        return min(quanta), max(tops) + 1
+    if ufunc is np.multiply:
+        return sum(quanta), sum(tops)
+    if ufunc is np.square:
+        return 2 * quanta[0], 2 * tops[0]
+    if ufunc is np.divide:
+        return quanta[0] - tops[1], tops[0] - quanta[1]
+    if ufunc is np.reciprocal:
+        return -tops[0], -quanta[0]
+    return quanta[0] // 2, -(-tops[0] // 2)  # sqrt
+
+
+def _exact_in(ufunc, values, work: _Work) -> bool:
+    """Whether `work` holds every exact result of `ufunc` on such values."""
+    if ufunc in _SUMS:
+        low, top = _result_bounds(ufunc, values)
+        return top - low <= work.precision and low >= work.quantum and top <= work.top
+    if ufunc in _PRODUCTS:
+        operands = values if ufunc is np.multiply else values * 2
+        low, top = _result_bounds(np.multiply, operands)
+        bits = sum(v.precision for v in operands)
+        return bits <= work.precision and low >= work.quantum and top <= work.top
+    return False
+
+
+def _nearest_in(ufunc, values, contained: bool, fmt, mode: Mode, work: _Work) -> bool:
+    """Whether rounding `ufunc`'s result in `work` to nearest, then onto `fmt`, is
+    the same as rounding the exact result onto `fmt` (Figueroa: 2p + 2 bits; no
+    rounding below the normal range; an overflow of `work` rounds like infinity)."""
+    if mode not in _NEAREST_MODES or not contained or isinstance(fmt, FixedFormat):
+        return False
+    if 2 * fmt.precision + 2 > work.precision:
+        return False
+    low, top = _result_bounds(ufunc, values)
+    if ufunc not in _SUMS and low < work.normal:  # sums below the normal range are exact
+        return False
+    return top <= work.top or _overflow_rounds_like_infinity(fmt, mode, work)
+
+
+@functools.lru_cache(maxsize=256)
+def _overflow_rounds_like_infinity(fmt, mode: Mode, work: _Work) -> bool:
+    """Whether every value at least `work`'s overflow threshold rounds to nearest
+    onto `fmt` as infinity does (both signs)."""
+    if work.top >= 1024:
+        return False  # float64 results: the float64 path decides
+    threshold = (2.0 - 2.0 ** -work.precision) * 2.0 ** (work.top - 1)
+    probes = np.array([threshold, -threshold, np.inf, -np.inf])
+    rounded = np.asarray(_round_onto(probes, fmt, mode), dtype=np.float64)
+    return bool(np.array_equal(rounded[:2], rounded[2:], equal_nan=True))
+
+
+@functools.lru_cache(maxsize=1024)
+def _fast_plan(ufunc, keys: tuple, fmt, mode: Mode) -> _FastPlan | None:
+    """How to compute `ufunc` on operands described by `keys` (formats of RPArray
+    operands, floats for scalars) onto the bounded format `fmt` in `mode`; None:
+    take the float64 path."""
+    values = []
+    contained = True
+    for key in keys:
+        if isinstance(key, float):
+            values.append(_scalar_values(key))
+            representable = np.asarray(_round_onto(np.float64(key), fmt, "nearest"), dtype=np.float64)
+            contained = contained and bool(representable == key)
+        else:
+            operand = _format_values(_as_bounded(key))
+            if operand is None:
+                return None
+            values.append(operand)
+            contained = contained and format_contains(fmt, key)
+    for work in (_WORK32, _WORK64):
+        if all(_fits(v, work) for v in values):
+            if _exact_in(ufunc, values, work) or _nearest_in(ufunc, values, contained, fmt, mode, work):
+                return _FastPlan("direct", work)
+        if work is _WORK32 and ufunc in _PRODUCTS and all(_fits(v, work) for v in values):
+            operands = values if ufunc is np.multiply else values * 2
+            if sum(v.precision for v in operands) <= work.precision:
+                low, top = _result_bounds(np.multiply, operands)
+                return _FastPlan("checked", work, tiny=low < work.quantum, huge=top > work.top)
+    target = _format_values(fmt)
+    if mode in _BRACKET_MODES and ufunc not in _SUMS and target is not None:
+        for work in (_WORK32, _WORK64):
+            if _fits(target, work) and all(_fits(v, work) for v in values):
+                return _FastPlan("bracketed", work)
+    if ufunc in _SUMS and all(_fits(v, _WORK32) for v in values):
+        return _FastPlan("two_sum", _WORK32)
+    return None
+
+
+def _fast_call(ufunc, inputs, outs):
+    """`ufunc` called on `inputs` (RPArrays and real scalars) by a fast path, or None
+    where none applies (other operands, ``out=`` other than one RPArray, a scaled
+    format)."""
+    destination = None
+    if outs:
+        if len(outs) != 1 or not isinstance(outs[0], RPArray):
+            return None
+        destination = outs[0]
+    operands, keys, arrays = [], [], []
+    for x in inputs:
+        if isinstance(x, RPArray):
+            operands.append(x._data)
+            keys.append(x._target.fmt)
+            arrays.append(x)
+        elif isinstance(x, (float, int, np.floating, np.integer)) and not isinstance(x, bool):
+            try:
+                value = float(x)
+            except OverflowError:
+                return None
+            if not math.isfinite(value) or value != x:
+                return None
+            operands.append(value)
+            keys.append(value)
+        else:
+            return None
+    target = destination._target if destination is not None else combine_targets(arrays)
+    fmt = target.fmt
+    if isinstance(fmt, ScaledFormat):
+        return None
+    bounded = _as_bounded(fmt)
+    plan = _fast_plan(ufunc, tuple(keys), bounded, target.mode)
+    if plan is None:
+        return None
+    shape = np.broadcast_shapes(*(a.shape for a in arrays))
+    if destination is not None and destination.shape != shape:
+        return None  # the float64 path raises NumPy's error
+    seed = int(target.rng.integers(2**63)) if target.mode.is_stochastic else None
+    carrier = np.dtype(fmt.carrier)
+    if plan.kind == "two_sum":
+        result, suspects = _two_sum_chunks(ufunc, operands, shape)
+    else:
+        result = np.empty(shape, dtype=plan.work.dtype)
+        with np.errstate(over="ignore", under="ignore"):
+            ufunc(*operands, out=result, dtype=plan.work.dtype)
+        suspects = _checked_products(ufunc, operands, result, plan) if plan.kind == "checked" else None
+    rounded = _round_work(result, bounded, target.mode, seed, carrier)
+    if plan.kind == "bracketed":
+        suspects = np.flatnonzero(np.equal(rounded, result))
+    if suspects is not None and suspects.size:
+        _round_exactly_at(ufunc, operands, shape, suspects, result, rounded, bounded, target.mode, seed)
+    if destination is not None:
+        np.copyto(destination._data, rounded)
+        return destination
+    return RPArray._wrap(rounded, target)
+
+
+def _round_work(result: np.ndarray, fmt, mode: Mode, seed, carrier: np.dtype) -> np.ndarray:
+    """`result` (float32 or float64) rounded onto `fmt`, as a carrier ndarray (into
+    a new array: rp.round in place is slower)."""
+    rounded = np.asarray(_round_onto(result, fmt, mode, rng=seed)).reshape(result.shape)
+    return rounded if rounded.dtype == carrier else rounded.astype(carrier)
+
+
+def _checked_products(ufunc, operands, product: np.ndarray, plan: _FastPlan) -> np.ndarray | None:
+    """Flat indices of the float32 products that may be inexact: below the normal
+    range though no factor is zero, or overflowed."""
+    if not (plan.tiny or plan.huge) or product.size == 0:
+        return None
+    magnitude = np.abs(product)
+    low_ok = not plan.tiny or magnitude.min() >= np.float32(2.0**-126)
+    high_ok = not plan.huge or magnitude.max() <= np.finfo(np.float32).max
+    if low_ok and high_ok:
+        return None  # NaN fails both tests: products with NaN are looked at below
+    suspect = np.zeros(product.shape, dtype=np.bool_)
+    if plan.tiny:
+        suspect = magnitude < np.float32(2.0**-126)
+        factors = operands if ufunc is np.multiply else operands * 2
+        for factor in factors:
+            suspect &= np.not_equal(factor, 0)  # a zero factor: the product is exactly zero
+    if plan.huge:
+        suspect |= magnitude > np.finfo(np.float32).max
+    return np.flatnonzero(suspect)
+
+
+def _two_sum_chunks(ufunc, operands, shape) -> tuple:
+    """The float32 sums (or differences) and the flat indices of those that are not
+    exact (TwoSum's error is nonzero or NaN), computed chunk by chunk in cache."""
+    a, b = (np.ravel(np.broadcast_to(x, shape)).astype(np.float32, copy=False) if isinstance(x, np.ndarray)
+            else np.float32(x) for x in operands)
+    if ufunc is np.subtract:
+        b = -b  # exact
+    total = np.empty(int(np.prod(shape, dtype=np.int64)), dtype=np.float32)
+    size = min(total.size, _CHUNK)
+    b_virtual, a_virtual = np.empty(size, np.float32), np.empty(size, np.float32)
+    a_array, b_array = isinstance(a, np.ndarray), isinstance(b, np.ndarray)
+    suspects = []
+    add, sub = np.add, np.subtract
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        for start in range(0, total.size, _CHUNK):
+            stop = start + _CHUNK
+            a_part = a[start:stop] if a_array else a
+            b_part = b[start:stop] if b_array else b
+            s = total[start:stop]
+            n = s.size
+            bv, av = b_virtual[:n], a_virtual[:n]
+            add(a_part, b_part, out=s)
+            sub(s, a_part, out=bv)      # b as it went into the sum
+            sub(s, bv, out=av)          # a as it went in
+            sub(a_part, av, out=av)     # a's error
+            sub(b_part, bv, out=bv)     # b's error
+            add(av, bv, out=av)         # the sum's error: exact
+            if av.any():
+                suspects.append(np.flatnonzero(av) + start)
+    indices = np.concatenate(suspects) if suspects else np.empty(0, np.int64)
+    return total.reshape(shape), indices
+
+
+def _round_exactly_at(ufunc, operands, shape, indices, result, rounded, fmt, mode: Mode, seed):
+    """Round the elements at flat `indices` as the float64 path does: from the
+    float64 result and its exact residual, with the random numbers of their index
+    (elements whose work `result` turns out exact keep their rounding)."""
+    gathered = []
+    for x in operands:
+        if not isinstance(x, np.ndarray):
+            gathered.append(np.float64(x))
+        elif not shape:
+            gathered.append(x.astype(np.float64).reshape(1))
+        else:
+            gathered.append(np.broadcast_to(x, shape)[np.unravel_index(indices, shape)].astype(np.float64))
+    values = ufunc(*gathered)  # with NumPy's warnings, as on the float64 path
+    with np.errstate(all="ignore"):
+        _, residuals = _EXACT_UFUNCS[ufunc](*gathered)
+        residuals = np.where(np.isfinite(residuals), residuals, 0.0)
+    params, midpoints, _ = rounding_setup(fmt)
+    values = np.array(np.broadcast_to(values, indices.shape), dtype=np.float64)
+    residuals = np.array(np.broadcast_to(residuals, indices.shape), dtype=np.float64)
+    inexact = (residuals != 0) | ~(values == result.reshape(-1)[indices])  # NaN: round it again
+    if not inexact.all():
+        indices, values, residuals = indices[inexact], values[inexact], residuals[inexact]
+        if not indices.size:
+            return
+    if mode.is_stochastic:  # element i draws number i of the seed's stream: index the whole array
+        key = random_key(seed)
+        positions = indices
+        # only the elements at `indices` are touched: in an anonymous mapping, only
+        # their pages are ever allocated (np.empty may fault in whole huge pages)
+        scratch = np.frombuffer(mmap.mmap(-1, 16 * rounded.size), dtype=np.float64)
+        work_values, work_residuals = scratch[:rounded.size], scratch[rounded.size:]
+        work_values[indices] = values
+        work_residuals[indices] = residuals
+    else:
+        key = 0
+        positions = np.arange(indices.size)
+        work_values, work_residuals = values, residuals
+    round_pairs_at(work_values, work_residuals, positions, work_values, params, midpoints, int(mode),
+                   np.uint64(key), 64)
+    rounded.reshape(-1)[indices] = work_values[positions]
 
 
 # -- operands and targets -----------------------------------------------------------------------
