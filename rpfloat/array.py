@@ -268,8 +268,53 @@ class RPArray(NDArrayOperatorsMixin):
 
     # -- reductions as methods (they dispatch to the array functions below) ---------------
 
-    def sum(self, axis=None, **kwargs):
-        return np.sum(self, axis=axis, **kwargs)
+    def sum(self, axis=None, *, per_step=False, acc=None, order="sequential", block_k=None, **kwargs):
+        """Sum of the values: ``np.sum`` (rounded once), or with every step rounded.
+
+        Parameters
+        ----------
+        axis : None, int or tuple of ints
+            Axes to sum over; None sums everything.
+        per_step : bool, default False
+            False: ``np.sum(a, axis, **kwargs)``, the float64 sum rounded once onto
+            the format. True: :func:`rpfloat.sum` with the array's mode and
+            generator: every value entering the accumulator and every addition is
+            rounded onto `acc`, in `order`.
+        acc : FloatFormat, FixedFormat, str or None
+            ``per_step=True`` only: the accumulator's format (default: the array's).
+        order : {"sequential", "pairwise", "kahan"}
+            ``per_step=True`` only: the order of the additions (docs/arrays.md).
+        block_k : int or None
+            ``per_step=True`` only: exact block sums of `block_k` terms, one rounding
+            each (a tensor-core datapath).
+
+        Returns
+        -------
+        RPArray
+            Of the array's format (``per_step=False``) or of `acc`; 0-d for a sum
+            over every axis.
+
+        Examples
+        --------
+        >>> import numpy as np, rpfloat as rp
+        >>> a = rp.asarray(np.ones(4096), "float16")
+        >>> float(a.sum())                            # one rounding of the exact 4096
+        4096.0
+        >>> float(a.sum(per_step=True))               # 2048 + 1 rounds to 2048
+        2048.0
+        >>> a.sum(per_step=True, acc="float32").fmt.name
+        'float32'
+        """
+        if not per_step:
+            _no_step_options(acc=acc, order=order, block_k=block_k)
+            return np.sum(self, axis=axis, **kwargs)
+        if kwargs:
+            raise TypeError(f"sum(per_step=True) takes no NumPy options, got {sorted(kwargs)}")
+        target = self._target
+        fmt = target.fmt if acc is None else to_format(acc)
+        result = _rounded_sum(self._data, fmt, axis=axis, mode=target.mode, order=order, rng=target.rng,
+                              block_k=block_k)
+        return _per_step_result(result, fmt, target)
 
     def mean(self, axis=None, **kwargs):
         return np.mean(self, axis=axis, **kwargs)
@@ -283,8 +328,71 @@ class RPArray(NDArrayOperatorsMixin):
     def min(self, axis=None, **kwargs):
         return np.min(self, axis=axis, **kwargs)
 
-    def dot(self, other):
-        return np.dot(self, other)
+    def dot(self, other, *, per_step=False, acc=None, fma=False, order="sequential", block_k=None):
+        """Dot product: ``np.dot`` (rounded once), or with every step rounded.
+
+        ``per_step=True`` is :meth:`matmul` for vectors and matrices (the same
+        options, :func:`rpfloat.dot`); ``per_step=False`` takes none of them.
+
+        Examples
+        --------
+        >>> import rpfloat as rp
+        >>> x = rp.asarray([1.0, 2.0**-9], "bfloat16")
+        >>> y = rp.asarray([1.0, 1.0], "bfloat16")
+        >>> float(x.dot(y)), float(x.dot(y, per_step=True))
+        (1.0, 1.0)
+        >>> float(x.dot(y, per_step=True, acc="float32"))
+        1.001953125
+        """
+        if not per_step:
+            _no_step_options(acc=acc, fma=fma, order=order, block_k=block_k)
+            return np.dot(self, other)
+        if np.ndim(self._data) > 2 or np.ndim(other) > 2:
+            raise ValueError("dot(per_step=True) takes vectors and matrices; use matmul for stacks of matrices")
+        return self.matmul(other, acc=acc, fma=fma, order=order, block_k=block_k)
+
+    def matmul(self, other, *, acc=None, fma=False, order="sequential", block_k=None):
+        """Matrix product with every product and addition rounded (:func:`rpfloat.matmul`).
+
+        ``a @ b`` and ``np.matmul`` round once; this method rounds every step. The
+        products are rounded onto the operands' combined format (as for ufuncs: the
+        one that holds the other's values), with its mode and generator.
+
+        Parameters
+        ----------
+        other : RPArray or array_like
+            The right operand (values taken exactly); ``np.matmul`` shapes.
+        acc : FloatFormat, FixedFormat, str or None
+            The accumulator's format (default: the products' format).
+        fma : bool
+            True: each exact product enters the accumulator with one rounding.
+        order : {"sequential", "pairwise", "kahan"}
+            The order of the additions along the inner dimension.
+        block_k : int or None
+            Exact sums of blocks of `block_k` products, one rounding each.
+
+        Returns
+        -------
+        RPArray
+            Of format `acc` (default: the products' format), with the mode and
+            generator of the operands' combined format; 0-d for two vectors.
+
+        Examples
+        --------
+        >>> import rpfloat as rp
+        >>> a = rp.asarray([[1.0, 2.0**-8, 2.0**-8]], "bfloat16")
+        >>> b = rp.asarray([[1.0], [1.0], [1.0]], "bfloat16")
+        >>> a @ b                                     # one rounding of 1 + 2**-7
+        RPArray([[1.0078125]], fmt=bfloat16, mode='nearest')
+        >>> a.matmul(b)                               # 1 + 2**-8 ties to 1, twice
+        RPArray([[1.]], fmt=bfloat16, mode='nearest')
+        """
+        target = combine_targets([self] + ([other] if isinstance(other, RPArray) else []))
+        fmt = target.fmt
+        acc_fmt = fmt if acc is None else to_format(acc)
+        result = _rounded_matmul(_unwrap(self), _unwrap(other), fmt, acc=acc_fmt, fma=fma, mode=target.mode,
+                                 order=order, rng=target.rng, block_k=block_k)
+        return _per_step_result(result, acc_fmt, target)
 
     # -- indexing ------------------------------------------------------------------------
 
@@ -338,6 +446,22 @@ class RPArray(NDArrayOperatorsMixin):
         if not all(issubclass(t, (RPArray, np.ndarray)) for t in types):
             return NotImplemented
         return func(*_unwrap(args), **_unwrap(kwargs))
+
+
+def _no_step_options(**options):
+    """TypeError for per-step options given without ``per_step=True``."""
+    defaults = {"acc": None, "fma": False, "order": "sequential", "block_k": None}
+    given = sorted(name for name, value in options.items() if value is not defaults[name])
+    if given:
+        raise TypeError(f"{', '.join(given)} apply to per-step rounding only: pass per_step=True")
+
+
+def _per_step_result(result, fmt, target: _Target) -> RPArray:
+    """The values of an rp.sum / rp.matmul result (already values of `fmt`) as an
+    RPArray of `fmt` with the operands' mode and generator."""
+    fmt = to_format(fmt)
+    data = np.asarray(np.asarray(result), dtype=np.dtype(fmt.carrier))  # values of fmt: exact
+    return RPArray._wrap(data, _Target(fmt, target.mode, target.rng))
 
 
 def asarray(x, fmt, mode="nearest", *, rng=None) -> RPArray:
