@@ -261,3 +261,16 @@ def test_bad_arguments():
         rp_sum(np.ones((2, 2)), "bfloat16", axis=2)
     with pytest.raises(ValueError, match="unknown rounding mode"):
         rp_sum([1.0], "bfloat16", mode="sideways")
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_fused_steps_keep_an_overflowed_accumulator_infinite(mode):
+    """inf + a finite exact product is inf, as in the reference loop; the two_sum of
+    the fused step's low parts (inf - inf) must not turn it into NaN."""
+    a = np.array([[1.0, 1.0, 2.0**-7, -2.0**-6], [-1.0, -1.0, 2.0**-7, 2.0**-6]]) * 2.0**127
+    b = np.ones((4, 1))
+    fmt = rp.format("bfloat16")
+    expected = reference_matmul(a, b, fmt, fmt, mode, "sequential", True)
+    assert_same(matmul(a, b, fmt, fma=True, mode=mode, rng=1), expected)
+    if mode == "nearest":
+        assert list(expected[:, 0]) == [np.inf, -np.inf]

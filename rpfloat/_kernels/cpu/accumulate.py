@@ -474,7 +474,10 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                         total, residual, counter = term, term_residual, base + 3 * k + 1
                     elif kind == FUSED:
                         high, low = two_sum(acc[j], term)
-                        total, residual = two_sum(high, add_to_odd(low, term_residual))
+                        if math.isfinite(high):
+                            total, residual = two_sum(high, add_to_odd(low, term_residual))
+                        else:  # inf or NaN: the low parts (NaN from inf - inf) say nothing
+                            total, residual = high, 0.0
                         counter = base + 3 * k - 1
                     else:
                         total, residual = two_sum(acc[j], term)
