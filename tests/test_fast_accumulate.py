@@ -1,0 +1,159 @@
+"""The vectorised sequential accumulation kernel (``fast_accumulate``) against the
+general kernel it replaces in the common case (``accumulate.accumulate``, kept as
+the reference): the same bits for every mode, kind, pair of formats, shape and
+thread split, on data that reaches each of its rare paths."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rpfloat as rp
+from rpfloat.accumulate import bounded_format, rounding_setup
+from rpfloat._kernels.cpu import accumulate as general
+from rpfloat._kernels.cpu import fast_accumulate as fast
+from rpfloat.modes import Mode
+
+MODES = [mode.name.lower() for mode in Mode]
+KINDS = {"product": general.PRODUCT, "fused": general.FUSED, "sum": general.SUM}
+PAIRS = [  # (product format, accumulator format)
+    ("bfloat16", "bfloat16"),
+    ("bfloat16", "float32"),
+    ("float16", "float16"),
+    ("e4m3", "float16"),
+    ("e5m2", "bfloat16"),
+    ("float32", "bfloat16"),  # products finer than the accumulator: no plain sums
+    ("e4m3", "e4m3"),  # saturating, no inf
+    ("tf32", "float32"),
+    (rp.FixedFormat(8, 8), rp.FixedFormat(12, 8)),  # fixed point: the bit-level fast path
+]
+
+
+def bits(x):
+    return np.asarray(x, dtype=np.float64).view(np.int64)
+
+
+def assert_same(actual, expected):
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    mismatch = (bits(actual) != bits(expected)) & ~both_nan
+    assert not mismatch.any(), (
+        f"{mismatch.sum()} of {mismatch.size} differ: {actual[mismatch][:4]} != {expected[mismatch][:4]}")
+
+
+def float32_data(shape, seed, spread=4, specials=0.0):
+    """float32 values (so that products are exact in float64) spanning 2**±spread
+    and beyond, with zeros of both signs and, at rate `specials`, huge, tiny,
+    infinite and NaN values."""
+    rng = np.random.default_rng(seed)
+    values = rng.standard_normal(shape) * np.exp2(rng.integers(-spread, spread + 1, shape))
+    values[rng.random(shape) < 0.05] = 0.0
+    values[rng.random(shape) < 0.03] = -0.0
+    if specials:
+        pick = rng.random(shape) < specials
+        choices = np.array([np.inf, -np.inf, np.nan, 3e38, -3e38, 1e-40, -1e-42, 2.0**100, 2.0**-100])
+        values[pick] = rng.choice(choices, pick.sum())
+    return values.astype(np.float32).astype(np.float64)
+
+
+def both(a, b, fmt, acc, mode, kind, key=11, rand_bits=64):
+    """(fast, general) results of the reduction, as the API would call them."""
+    fmt_bounded = bounded_format(rp.format(fmt), np.float32)
+    acc_bounded = bounded_format(rp.format(acc), np.float32)
+    product_params, product_midpoints, product_general = rounding_setup(fmt_bounded)
+    acc_params, acc_midpoints, acc_general = rounding_setup(acc_bounded)
+    assert not (product_general or acc_general)  # the fast kernel's precondition
+    mode_number = int(Mode[mode.upper()])
+    expected = np.zeros((a.shape[0], a.shape[1], b.shape[2]))
+    general.accumulate(a, b, expected, product_params, product_midpoints, product_general, acc_params,
+                       acc_midpoints, acc_general, mode_number, kind, False, True, np.uint64(key), rand_bits)
+    actual = np.full_like(expected, 12345.0)
+    fast.run(a, b, actual, product_params, acc_params, acc_midpoints, mode_number, kind, key, rand_bits)
+    return actual, expected
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fmt, acc", PAIRS, ids=lambda f: getattr(f, "name", None) or str(f))
+def test_products_and_sums_match_the_general_kernel(fmt, acc, mode):
+    a = float32_data((2, 5, 37), seed=1)
+    b = float32_data((2, 37, 150), seed=2)  # two column tiles, the second partial
+    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("kind", ["fused", "sum"])
+def test_fused_and_sum_kinds_match(kind, mode):
+    a = float32_data((1, 4, 50), seed=3)
+    if kind == "sum":
+        a = np.ones((1, 1, 50))
+    b = float32_data((1, 50, 40), seed=4)
+    assert_same(*both(a, b, "bfloat16", "bfloat16", mode, KINDS[kind]))
+    assert_same(*both(a, b, "e4m3", "float16", mode, KINDS[kind]))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fmt, acc", PAIRS[:6], ids=str)
+def test_rare_paths_overflow_nan_inf_subnormals(fmt, acc, mode):
+    """Products and sums beyond the format's range, infinities and NaNs, values
+    below min_normal: lanes the fast path leaves to the exact one."""
+    a = float32_data((1, 6, 30), seed=5, spread=40, specials=0.05)
+    b = float32_data((1, 30, 20), seed=6, spread=40, specials=0.05)
+    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT))
+    assert_same(*both(a, b, fmt, acc, mode, general.FUSED))
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_sums_float64_cannot_hold(mode):
+    """Terms 2**60 apart: the float64 sum is inexact (a residual), for the
+    directed and stochastic modes a different rounding than of fl(sum)."""
+    rng = np.random.default_rng(7)
+    a = np.where(rng.random((1, 3, 24)) < 0.5, 2.0**60, 1.0) * rng.choice([-1.0, 1.0], (1, 3, 24))
+    b = float32_data((1, 24, 10), seed=8, spread=2)
+    assert_same(*both(a, b, "float32", "float32", mode, general.FUSED))
+    assert_same(*both(a, b, "bfloat16", "float32", mode, general.PRODUCT))
+
+
+@pytest.mark.parametrize("fmt, acc", [("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("e4m3", "float16")])
+def test_ties_of_plain_sums(fmt, acc):
+    """Data made of few-bit values so that many sums and products are exact ties
+    of the accumulator: where the kernel adds in float64 without a residual, the
+    double rounding must still round like the exact sum."""
+    rng = np.random.default_rng(9)
+    a = rng.integers(-8, 9, (1, 16, 64)) * np.exp2(rng.integers(-12, 4, (1, 16, 64)))
+    b = rng.integers(-8, 9, (1, 64, 64)) * np.exp2(rng.integers(-12, 4, (1, 64, 64)))
+    for mode in ("nearest", "nearest_away", "odd"):
+        assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT))
+
+
+def test_threads_do_not_change_the_result(monkeypatch):
+    a = float32_data((3, 7, 40), seed=10, specials=0.01)
+    b = float32_data((3, 40, 33), seed=11, specials=0.01)
+    single = both(a, b, "bfloat16", "bfloat16", "stochastic", general.PRODUCT)[0]
+    monkeypatch.setattr(fast, "PARALLEL_THRESHOLD", 0)
+    threaded, expected = both(a, b, "bfloat16", "bfloat16", "stochastic", general.PRODUCT)
+    assert_same(threaded, expected)
+    assert_same(threaded, single)
+
+
+@pytest.mark.parametrize("rand_bits", [1, 5, 13, 64])
+def test_rand_bits(rand_bits):
+    a = float32_data((1, 3, 20), seed=12)
+    b = float32_data((1, 20, 9), seed=13)
+    for mode in ("stochastic", "stochastic_equal"):
+        assert_same(*both(a, b, "e5m2", "bfloat16", mode, general.PRODUCT, rand_bits=rand_bits))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    product_format=st.tuples(st.integers(2, 8), st.integers(1, 10)),
+    acc_format=st.tuples(st.integers(2, 8), st.integers(1, 23)),
+    mode=st.sampled_from(MODES),
+    kind=st.sampled_from(["product", "fused"]),
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 30), st.integers(1, 140)),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_random_formats_match(product_format, acc_format, mode, kind, shape, seed):
+    rows, n, cols = shape
+    a = float32_data((1, rows, n), seed, spread=6, specials=0.02)
+    b = float32_data((1, n, cols), seed + 1, spread=6, specials=0.02)
+    fmt = rp.FloatFormat(*product_format)
+    acc = rp.FloatFormat(*acc_format)
+    assert_same(*both(a, b, fmt, acc, mode, KINDS[kind], key=seed))
