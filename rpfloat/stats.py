@@ -4,14 +4,17 @@ rounded array (docs/cli.md defines every field).
 :class:`RoundingStats` holds counts (inexact, overflowed, underflowed, flushed to
 zero, NaN produced), absolute and relative errors and the sizes before and after
 packing; :func:`rounding_stats` gathers them from an input and its rounded
-result in one pass of a numba kernel (``rpfloat._kernels.cpu.stats``), which is
-imported on first use, so that ``import rpfloat`` does not load it.
+result with a numba kernel (``rpfloat._kernels.cpu.stats``), which is imported
+on first use, so that ``import rpfloat`` does not load it.
+:func:`round_with_stats` rounds a large array in chunks and gathers each chunk
+while it is still in cache.
 """
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
 import functools
+import itertools
 import math
 import threading
 from collections.abc import Iterable
@@ -19,6 +22,8 @@ from collections.abc import Iterable
 import numba
 import numpy as np
 
+from ._kernels.cpu import backend
+from ._plan import Plan, plan_for, random_key
 from .fixedformat import FixedFormat
 from .floatformat import as_bool
 from .presets import format as to_format
@@ -27,9 +32,14 @@ from .scaledformat import ScaledFormat
 
 __all__ = ["RoundingStats", "rounding_stats", "round_with_stats", "packed_nbytes"]
 
-# Arrays of at least this many numbers are gathered on numba's thread count; the
-# kernel takes ~1 ns a number on one core, and waking a pool thread ~0.1 ms.
+# Arrays of at least this many numbers are rounded and gathered on numba's thread
+# count; the kernel takes ~0.6 ns a number on one core, and waking a pool thread ~0.1 ms.
 PARALLEL_THRESHOLD = 1 << 20
+# Numbers rounded and gathered at a time: a chunk of x and of its result (float32:
+# 1 MiB together) is still in the core's L2 cache when the kernel reads it back.
+CHUNK = 1 << 17
+# Ordinary |x| (see rpfloat._kernels.cpu.stats) lie within [2**-100, 2**100].
+_FAST_RANGE = 2.0**100
 _pool = None
 _pool_lock = threading.Lock()
 _FLOAT32 = np.dtype(np.float32)
@@ -203,15 +213,55 @@ def round_with_stats(x, fmt, mode="nearest", *, stats=True, offset=0, overflow=N
                      out=None):
     """``rpfloat.rounding.round_chunk(x, ...)`` and its :class:`RoundingStats`:
     what ``rp.round(..., stats=True)`` returns (``stats=False``: the rounded
-    array alone)."""
+    array alone).
+
+    Arrays of more than `CHUNK` numbers without `out` are rounded `CHUNK` numbers
+    at a time, each chunk's statistics gathered while it is still in cache
+    (element ``i`` draws random number ``offset + i`` whatever the chunk, so the
+    results are those of one rounding of the whole); on numba's threads from
+    `PARALLEL_THRESHOLD` numbers. The statistics are those that
+    :func:`rounding_stats` gives for the same input and results, bit for bit.
+    """
     if not as_bool(stats, "stats"):
         return round_chunk(x, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
     array = input_array(x)
+    if out is None:
+        fused = _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits)
+        if fused is not None:
+            return fused
     if out is not None and isinstance(out, np.ndarray) and np.may_share_memory(array, out):
         array = array.copy()  # rounding into out overwrites x: compare with the numbers it held
     rounded = round_chunk(array, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits,
                           out=out)
     return rounded, rounding_stats(array, rounded, fmt)
+
+
+def _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits):
+    """``(rounded, stats)`` of `array`, rounded and gathered chunk by chunk; None
+    where that does not apply (small arrays, scaled formats, an offset to check),
+    for the caller to round the whole and gather after."""
+    parts = 2 if array.dtype.kind == "c" else 1
+    numbers = array.size * parts
+    if numbers <= CHUNK or offset.__class__ is not int or not 0 <= offset < 2**62 - numbers:
+        return None
+    plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
+    if plan.__class__ is not Plan:  # a scaled format: its blocks decide its chunks
+        return None
+    fmt = to_format(fmt)
+    key = random_key(rng) if plan.mode.is_stochastic else 0
+    result = np.empty(array.shape, plan.result_dtype)
+    source = np.ascontiguousarray(array).reshape(-1)  # (a copy where x is strided, as the backend makes)
+    target = result.reshape(-1)
+    is_complex = parts == 2
+    step = CHUNK // parts
+
+    def round_chunk_at(start, stop):
+        backend.run(plan, source[start:stop], target[start:stop], key, offset + start)
+        return _kernel_operands(source[start:stop], target[start:stop], is_complex)
+
+    operand_dtypes = tuple(operand.dtype for operand in _kernel_operands(source[:1], target[:1], is_complex))
+    counts, errors = _gather_chunks(round_chunk_at, array.size, step, numbers, fmt, operand_dtypes)
+    return result, _stats_of(counts, errors, numbers, array, result, fmt, is_complex)
 
 
 def rounding_stats(x, rounded, fmt) -> RoundingStats:
@@ -246,11 +296,20 @@ def rounding_stats(x, rounded, fmt) -> RoundingStats:
         raise ValueError(f"rounded must have the shape of x, {x_array.shape}, got {rounded_array.shape}")
     is_complex = x_array.dtype.kind == "c" or rounded_array.dtype.kind == "c"
     x_numbers, rounded_numbers = _kernel_operands(x_array, rounded_array, is_complex)
-    counts, errors = _gather(x_numbers, rounded_numbers, kernel_limits(fmt, rounded_numbers.dtype))
+
+    def chunk_at(start, stop):
+        return x_numbers[start:stop], rounded_numbers[start:stop]
+
+    counts, errors = _gather_chunks(chunk_at, x_numbers.size, CHUNK, x_numbers.size, fmt,
+                                    (x_numbers.dtype, rounded_numbers.dtype))
+    return _stats_of(counts, errors, x_numbers.size, x_array, rounded_array, fmt, is_complex)
+
+
+def _stats_of(counts, errors, count, x_array, rounded_array, fmt, is_complex) -> RoundingStats:
     inexact, overflowed, underflowed, flushed_to_zero, nan_produced, error_count, rel_error_count = counts.tolist()
     sum_abs_error, max_abs_error, sum_rel_error, max_rel_error = errors.tolist()
     return RoundingStats(
-        count=x_numbers.size,
+        count=count,
         inexact=inexact,
         overflowed=overflowed,
         underflowed=underflowed,
@@ -358,31 +417,76 @@ def _flat(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return np.ascontiguousarray(array, dtype=dtype).reshape(-1)
 
 
-def _gather(x_numbers, rounded_numbers, limits):
-    """The kernel's counts and errors (int64 and float64 arrays) over the whole
-    arrays, on numba's threads for large ones (each range into its own row of
-    counts and errors, combined in range order)."""
+def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes):
+    """The kernel's counts and errors (int64 and float64 arrays) over `size`
+    elements (`numbers` numbers), `step` at a time: ``chunk_at(start, stop)``
+    gives the kernel's operands, of `operand_dtypes`, for elements ``start:stop``
+    (rounding them first, where it rounds).
+    Each chunk's counts and errors go into a row of their own, added up in chunk
+    order, so that they never depend on the threads: on numba's thread count
+    from `PARALLEL_THRESHOLD` numbers, each thread taking the next chunk left."""
     from ._kernels.cpu.stats import gather  # the kernel loads on the first call
 
-    size = x_numbers.size
-    threads = 1 if size < PARALLEL_THRESHOLD else numba.get_num_threads()
-    counts = np.empty((threads, 7), np.int64)
-    errors = np.empty((threads, 4))
-    if threads == 1:
-        gather(x_numbers, rounded_numbers, limits, counts[0], errors[0])
-        return counts[0], errors[0]
-    bounds = np.linspace(0, size, threads + 1).astype(np.int64).tolist()
+    limits = kernel_limits(fmt, operand_dtypes[1])
+    bounds = kernel_bounds(fmt, *operand_dtypes)
+    chunks = -(-size // step)
+    counts = np.zeros((max(chunks, 1), 7), np.int64)
+    errors = np.zeros((max(chunks, 1), 4))
+    threads = 1 if numbers < PARALLEL_THRESHOLD else min(numba.get_num_threads(), chunks)
+    taken = itertools.count()  # next() on it is atomic: each chunk goes to one thread
+    stopped = threading.Event()  # set where a thread failed: the others stop taking
 
-    def gather_range(index):
-        start, stop = bounds[index], bounds[index + 1]
-        gather(x_numbers[start:stop], rounded_numbers[start:stop], limits, counts[index], errors[index])
+    def take_chunks():
+        largest_abs = largest_rel = 0.0  # the maxima so far: fewer blocks divide again
+        for index in taken:
+            if index >= chunks or stopped.is_set():
+                return
+            start = index * step
+            x_numbers, rounded_numbers = chunk_at(start, min(size, start + step))
+            errors[index, 1], errors[index, 3] = largest_abs, largest_rel
+            gather(x_numbers, rounded_numbers, limits, bounds, counts[index], errors[index])
+            largest_abs, largest_rel = errors[index, 1], errors[index, 3]
 
-    others = [_thread_pool(threads - 1).submit(gather_range, index) for index in range(1, threads)]
-    gather_range(0)
-    for other in others:
-        other.result()
+    if threads <= 1:
+        take_chunks()
+    else:
+        others = [_thread_pool(threads - 1).submit(take_chunks) for _ in range(threads - 1)]
+        try:
+            take_chunks()
+        except BaseException:  # an error or KeyboardInterrupt: stop the others, then raise it
+            stopped.set()
+            concurrent.futures.wait(others)
+            raise
+        for other in others:
+            other.result()
     return counts.sum(axis=0), np.array([errors[:, 0].sum(), errors[:, 1].max(), errors[:, 2].sum(),
                                          errors[:, 3].max()])
+
+
+@functools.lru_cache(maxsize=256)
+def kernel_bounds(fmt, input_dtype, result_dtype) -> np.ndarray:
+    """The kernel's ``bounds`` (``rpfloat._kernels.cpu.stats``): the bits (int64)
+    of the smallest and largest nonzero ``|x|`` of `input_dtype` in an ordinary
+    block, inside `fmt`'s range and ``[2**-100, 2**100]``, and of its smallest
+    normal rounded up to `result_dtype` (1 where it has none). Read-only, cached."""
+    low, high, min_normal = kernel_limits(fmt, result_dtype).tolist()
+    input_dtype, result_dtype = np.dtype(input_dtype), np.dtype(result_dtype)
+    x_high = min(high, -low, _FAST_RANGE)
+    x_low = 1 / _FAST_RANGE if x_high >= 1 / _FAST_RANGE else x_high * 2  # none where x_high is below
+    bounds = np.array([_magnitude_bits(x_low, input_dtype, up=True), _magnitude_bits(x_high, input_dtype, up=False),
+                       _magnitude_bits(min_normal, result_dtype, up=True) if min_normal > 0 else 1], np.int64)
+    bounds.flags.writeable = False
+    return bounds
+
+
+def _magnitude_bits(value: float, dtype: np.dtype, up: bool) -> int:
+    """The bits of the `dtype` number nearest ``|value|`` on the side `up` says."""
+    value = abs(value)
+    with np.errstate(over="ignore"):
+        nearest = dtype.type(value)
+    if (up and nearest < value) or (not up and nearest > value):
+        nearest = np.nextafter(nearest, dtype.type(np.inf if up else 0.0))
+    return int(np.array(nearest, dtype).view(np.int32 if dtype.itemsize == 4 else np.int64))
 
 
 def _thread_pool(workers: int) -> concurrent.futures.ThreadPoolExecutor:

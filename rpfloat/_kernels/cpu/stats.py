@@ -2,37 +2,181 @@
 errors of ``rpfloat.stats`` (``rp.round(..., stats=True)``).
 
 Every element is compared in float64 (a float32 is exactly a float64): its
-error is ``|rounded - x|`` rounded once to float64. Nothing branches per element,
-so that LLVM vectorizes the loop without fastmath: the counts are integer
-reductions, the maxima integer maxima of the errors' bit patterns (errors are
-``>= 0`` and never NaN, and such floats order as their bits do), and the sums
-run in ``LANES`` separate float64 lanes, one per position in a block of
-``LANES`` elements, added up at the end (a float reduction would not vectorize
-without reassociating it).
+error is ``|rounded - x|`` rounded once to float64, its relative error that
+divided by ``|x|``, rounded once. The data go in blocks of ``LANES`` elements.
+
+Most blocks are *ordinary*: every nonzero ``|x|`` lies in ``[x_low, x_high]``
+(``bounds``, which the caller chooses inside the format's range and within
+``[2**-100, 2**100]``) and every result is finite. Nothing there overflowed or
+became NaN, and every error is covered; zeros, underflows and flushes are
+counted element by element. The integer extrema of the magnitudes' bit
+patterns and the sums' finiteness tell whether a block was ordinary after its
+loop, which has no branch; a block that was not goes through the rules again
+element by element (`_gather_block`), and its ordinary loop's numbers are
+dropped.
+
+The ordinary loop divides in float32 only: the relative error's share of the
+sum is ``error`` times ``1 / |x|`` from a float32 division and one Newton step
+in float64 (relative error below ``2**-45``, so the mean relative error is that
+close to the exact mean). The largest relative error is exact: a block whose
+ordinary loop finds an element with ``error > max_rel * |x|`` (a fused
+multiply-add, so exactly) divides again, element by element, and keeps the
+largest correctly rounded quotient. Few blocks do, past the first few.
+
+Sums run in float64 with reassociation allowed (``fastmath={"reassoc"}``, on
+the sums only: every other operation is a separate function without it), so
+that LLVM keeps several partial sums in vector registers: the order is fixed
+by the compiled code, so a call always gives the same sums, and they differ
+from a left-to-right sum by rounding only.
 """
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits, wrapping_add
 
-__all__ = ["gather", "COUNTS", "ERRORS", "LIMITS"]
+__all__ = ["gather", "COUNTS", "ERRORS", "LIMITS", "BOUNDS", "LANES"]
 
-# what gather writes into `counts`, in this order
+# what gather adds to `counts`, in this order
 COUNTS = ("inexact", "overflowed", "underflowed", "flushed_to_zero", "nan_produced", "error_count",
           "rel_error_count")
-# what gather writes into `errors`, in this order
+# what gather adds to (sums) or raises to (maxima) in `errors`, in this order
 ERRORS = ("sum_abs_error", "max_abs_error", "sum_rel_error", "max_rel_error")
 # what gather reads from `limits`, in this order
 LIMITS = ("low", "high", "min_normal")
+# what gather reads from `bounds` (bit patterns of magnitudes), in this order
+BOUNDS = ("x_low", "x_high", "min_normal")
 LANES = 256
 INF = np.inf
+_OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
+
+
+@intrinsic
+def fused_multiply_add(typingctx, a, b, c):
+    """``a * b + c`` rounded once (LLVM's ``fma``: the instruction where the CPU
+    has it, else the C library's exact ``fma``)."""
+    if not (a == b == c == types.float64):
+        return None
+
+    def codegen(context, builder, signature, args):
+        double = ir.DoubleType()
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(double, [double] * 3),
+                                                  "llvm.fma.f64")
+        return builder.call(function, args)
+
+    return types.float64(types.float64, types.float64, types.float64), codegen
+
+
+@intrinsic
+def magnitude_bits(typingctx, value):
+    """The bits of ``|value|`` (float32 or float64) as a signed integer of its
+    width; they order as the magnitudes do, NaN above infinity."""
+    if value not in (types.float32, types.float64):
+        return None
+    integer = types.int32 if value == types.float32 else types.int64
+
+    def codegen(context, builder, signature, args):
+        bits = builder.bitcast(args[0], context.get_value_type(integer))
+        mask = ir.Constant(bits.type, (1 << (value.bitwidth - 1)) - 1)
+        return builder.and_(bits, mask)
+
+    return integer(value), codegen
+
+
+@intrinsic
+def unsigned(typingctx, value):
+    """A signed int32 or int64 as the unsigned integer of its bits."""
+    if value not in (types.int32, types.int64):
+        return None
+    target = types.uint32 if value == types.int32 else types.uint64
+
+    def codegen(context, builder, signature, args):
+        return args[0]
+
+    return target(value), codegen
+
+
+@intrinsic
+def less_one(typingctx, value, like):
+    """``value - 1`` (an int64) in the width of `like` (int32 or int64), wrapping."""
+    if like not in (types.int32, types.int64) or not isinstance(value, types.Integer):
+        return None
+
+    def codegen(context, builder, signature, args):
+        narrow = context.cast(builder, args[0], value, like)
+        return builder.sub(narrow, ir.Constant(narrow.type, 1))
+
+    return like(value, like), codegen
+
+
+@njit(**dict(NUMBA_OPTIONS, fastmath={"contract"}))
+def reciprocal(magnitude, wide):
+    """``1 / wide`` within ``2**-45`` relatively, where `wide` is the float64 of
+    `magnitude` (float32 or float64) in ``[2**-100, 2**100]``: a float32 division
+    and one Newton step."""
+    estimate = np.float64(np.float32(1.0) / np.float32(magnitude))
+    return estimate + estimate * (1.0 - wide * estimate)
+
+
+@njit(**NUMBA_OPTIONS)
+def larger_quotient(error, magnitude, largest):
+    """``error / magnitude`` where it is larger than `largest`, else `largest`."""
+    quotient = error / magnitude
+    return quotient if quotient > largest else largest
+
+
+@njit(**NUMBA_OPTIONS)
+def beyond(error, magnitude, largest):
+    """The bits of ``error - largest * magnitude`` rounded once: positive exactly
+    where ``error / magnitude > largest``."""
+    return float64_to_bits(fused_multiply_add(-largest, magnitude, error))
+
+
+@njit(**NUMBA_OPTIONS)
+def absolute_error(value, result):
+    return abs(result - value)
+
+
+@njit(**NUMBA_OPTIONS)
+def _gather_block(x, rounded, limits, counts):
+    """Add the counts of a block of any numbers to `counts`; return its error
+    sums and maxima, as `ERRORS` orders them. Element by element: the rules."""
+    low, high, min_normal = limits[0], limits[1], limits[2]
+    sum_abs = sum_rel = max_abs = max_rel = 0.0
+    for lane in range(x.size):
+        value = np.float64(x[lane])
+        result = np.float64(rounded[lane])
+        magnitude = abs(value)
+        result_magnitude = abs(result)
+        is_number = value == value
+        finite = magnitude < INF
+        nonzero = finite & (magnitude != 0.0)
+        both_finite = finite & (result_magnitude < INF)
+        counts[0] += is_number & (result != value)
+        counts[1] += finite & ((value > high) | (value < low))
+        counts[2] += nonzero & (result_magnitude > 0.0) & (result_magnitude < min_normal)
+        counts[3] += nonzero & (result_magnitude == 0.0)
+        counts[4] += is_number & (result != result)
+        if both_finite:
+            error = abs(result - value)
+            counts[5] += 1
+            sum_abs += error
+            max_abs = max(max_abs, error)
+            if nonzero:
+                quotient = error / magnitude
+                counts[6] += 1
+                sum_rel += quotient
+                max_rel = max(max_rel, quotient)
+    return sum_abs, max_abs, sum_rel, max_rel
 
 
 def _signature(input_type, result_type):
     def readonly(dtype):
         return types.Array(dtype, 1, "C", readonly=True)
 
-    return types.void(readonly(input_type), readonly(result_type), readonly(types.float64),
+    return types.void(readonly(input_type), readonly(result_type), readonly(types.float64), readonly(types.int64),
                       types.Array(types.int64, 1, "C"), types.Array(types.float64, 1, "C"))
 
 
@@ -41,63 +185,86 @@ SIGNATURES = [_signature(types.float32, types.float32), _signature(types.float32
               _signature(types.float64, types.float64)]
 
 
-@njit(SIGNATURES, **NUMBA_OPTIONS)
-def gather(x, rounded, limits, counts, errors):
-    """Write the counts (`COUNTS`) and error sums and maxima (`ERRORS`) of `x`
-    rounded to `rounded` into `counts` and `errors`.
+@njit(SIGNATURES, **_OPTIONS)
+def gather(x, rounded, limits, bounds, counts, errors):
+    """Add the counts (`COUNTS`) and error sums of `x` rounded to `rounded` to
+    `counts` and ``errors[0::2]``, and raise the maxima ``errors[1::2]`` to the
+    largest errors (so a call goes on from where another left off; start from
+    zeros).
 
     `limits` holds ``low`` and ``high`` (a finite x outside ``[low, high]``
     counts as overflowed) and ``min_normal`` (a nonzero finite x whose result's
     magnitude is positive and below it counts as underflowed; 0 counts none).
+    `bounds` holds the bits (as ``magnitude_bits`` gives them) of the smallest
+    and largest nonzero ``|x|`` of an ordinary block (see the module) and of
+    ``min_normal`` rounded up to the result dtype (1 where it is 0).
     The errors cover the elements where x and its result are both finite; the
-    relative errors those of them with ``x != 0``. Sums and maxima are 0 where
-    nothing is covered.
+    relative errors those of them with ``x != 0``.
     """
-    low, high, min_normal = limits[0], limits[1], limits[2]
     size = x.size
-    lane_sums = np.zeros((2, LANES))
-    max_abs_bits = np.int64(0)  # the bits of +0.0
-    max_rel_bits = np.int64(0)
-    inexact = overflowed = underflowed = flushed_to_zero = nan_produced = np.int64(0)
-    error_count = rel_error_count = np.int64(0)
+    x_low, x_high, min_normal_bits = bounds[0], bounds[1], bounds[2]
+    counted = np.zeros(7, np.int64)
+    max_abs = errors[1]
+    max_rel = errors[3]
+    sum_abs = 0.0
+    sum_rel = 0.0
     for start in range(0, size, LANES):
         stop = min(size, start + LANES)
         x_block = x[start:stop]
         rounded_block = rounded[start:stop]
+        largest_x = magnitude_bits(x_block[0])
+        smallest_x = unsigned(less_one(0, largest_x))  # the largest unsigned number
+        zeros = underflowed = flushed = inexact = np.int32(0)
+        block_abs = 0.0
+        block_rel = 0.0
+        max_abs_bits = np.int64(0)  # the bits of +0.0
+        candidate = np.int64(0)
         for lane in range(stop - start):
-            value = np.float64(x_block[lane])
-            result = np.float64(rounded_block[lane])
-            magnitude = abs(value)
-            result_magnitude = abs(result)
-            is_number = value == value
-            finite = magnitude < INF
-            both_finite = finite & (result_magnitude < INF)
-            nonzero = finite & (magnitude != 0.0)
-            has_rel_error = both_finite & nonzero
-            abs_error = abs(result - value) if both_finite else 0.0
-            quotient = abs_error / magnitude  # error_model="numpy": 0/0 is NaN, not an exception
-            rel_error = quotient if has_rel_error else 0.0
-            lane_sums[0, lane] += abs_error
-            lane_sums[1, lane] += rel_error
-            abs_bits = float64_to_bits(abs_error)
-            rel_bits = float64_to_bits(rel_error)
-            max_abs_bits = abs_bits if abs_bits > max_abs_bits else max_abs_bits
-            max_rel_bits = rel_bits if rel_bits > max_rel_bits else max_rel_bits
-            inexact += is_number & (result != value)
-            overflowed += finite & ((value > high) | (value < low))
-            underflowed += nonzero & (result_magnitude > 0.0) & (result_magnitude < min_normal)
-            flushed_to_zero += nonzero & (result_magnitude == 0.0)
-            nan_produced += is_number & (result != result)
-            error_count += both_finite
-            rel_error_count += has_rel_error
-    counts[0] = inexact
-    counts[1] = overflowed
-    counts[2] = underflowed
-    counts[3] = flushed_to_zero
-    counts[4] = nan_produced
-    counts[5] = error_count
-    counts[6] = rel_error_count
-    errors[0] = lane_sums[0].sum()
-    errors[1] = bits_to_float64(max_abs_bits)
-    errors[2] = lane_sums[1].sum()
-    errors[3] = bits_to_float64(max_rel_bits)
+            value = x_block[lane]
+            result = rounded_block[lane]
+            x_bits = magnitude_bits(value)
+            result_bits = magnitude_bits(result)
+            largest_x = max(largest_x, x_bits)
+            smallest_x = min(smallest_x, unsigned(less_one(x_bits, x_bits)))  # 0 wraps to the largest: the smallest nonzero
+            is_zero = x_bits == 0
+            zeros = wrapping_add(zeros, np.int32(is_zero))
+            underflowed = wrapping_add(underflowed, np.int32(unsigned(less_one(result_bits, result_bits)) < unsigned(less_one(min_normal_bits, result_bits))))
+            flushed = wrapping_add(flushed, np.int32((result_bits == 0) & ~is_zero))
+            inexact = wrapping_add(inexact, np.int32(result != value))
+            wide = np.float64(value)
+            magnitude = abs(wide)
+            error = absolute_error(wide, np.float64(result))
+            block_abs += error
+            rel_error = error * reciprocal(abs(value), magnitude)
+            block_rel += 0.0 if is_zero else rel_error
+            max_abs_bits = max(max_abs_bits, float64_to_bits(error))
+            candidate = max(candidate, beyond(error, magnitude, max_rel))
+        # a NaN or infinite result made block_abs NaN or infinite
+        ordinary = (smallest_x >= unsigned(less_one(x_low, largest_x))) & (largest_x <= x_high) & (block_abs + block_rel < INF)
+        if not ordinary:
+            sums = _gather_block(x_block, rounded_block, limits, counted)
+            sum_abs += sums[0]
+            sum_rel += sums[2]
+            max_abs = max(max_abs, sums[1])
+            max_rel = max(max_rel, sums[3])
+            continue
+        counted[0] += inexact
+        counted[2] += underflowed
+        counted[3] += flushed
+        counted[5] += stop - start
+        counted[6] += stop - start - zeros
+        sum_abs += block_abs
+        sum_rel += block_rel
+        max_abs = max(max_abs, bits_to_float64(max_abs_bits))
+        if candidate > 0:
+            for lane in range(stop - start):
+                wide = np.float64(x_block[lane])
+                if wide != 0.0:
+                    error = absolute_error(wide, np.float64(rounded_block[lane]))
+                    max_rel = larger_quotient(error, abs(wide), max_rel)
+    for index in range(7):
+        counts[index] += counted[index]
+    errors[0] += sum_abs
+    errors[1] = max_abs
+    errors[2] += sum_rel
+    errors[3] = max_rel
