@@ -12,6 +12,7 @@ One run prints, in markdown:
     python benchmarks/bench_round.py            # sizes 1e3, 1e5, 1e7  (~3 min on 2 cores)
     python benchmarks/bench_round.py --quick    # 1e5 only, 3 repeats   (smoke run)
     python benchmarks/bench_round.py --large    # adds 1e8
+    python benchmarks/bench_round.py --stats    # rp.round(..., stats=True) against the plain call
 
 See benchmarks/README.md for what every column means. Progress goes to stderr, the
 tables to stdout, so ``python benchmarks/bench_round.py > results.md`` works.
@@ -791,6 +792,37 @@ def header(args, sizes, peers) -> str:
 LOAD_AT_START = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
 
 
+STATS_FORMATS = ("bfloat16", "float16", "e4m3", "e5m2", "q8.8")
+STATS_MODES = ("nearest", "stochastic")
+
+
+def stats_overhead(sizes, repeats) -> int:
+    """Print the table of ``rp.round(x, fmt, mode, stats=True)`` against
+    ``rp.round(x, fmt, mode)``: best of `repeats` interleaved runs each, so that
+    the ratio of a row compares runs of the same moment."""
+    set_threads(1)
+    rows = []
+    for n in sizes:
+        x = np.random.default_rng(0).standard_normal(n).astype(np.float32)
+        for fmt in STATS_FORMATS:
+            for mode in STATS_MODES:
+                plain_call = lambda: rp.round(x, fmt, mode, rng=1)  # noqa: E731
+                stats_call = lambda: rp.round(x, fmt, mode, rng=1, stats=True)  # noqa: E731
+                plain_call(), stats_call()  # compile and warm
+                plain, with_stats = [], []
+                for _ in range(repeats):
+                    plain.append(_timed(plain_call, 1))
+                    with_stats.append(_timed(stats_call, 1))
+                ratio = min(with_stats) / min(plain)
+                rows.append([fmt_size(n), fmt, mode, fmt_time(min(plain)), fmt_time(min(with_stats)),
+                             f"{ratio:.2f}"])
+                print(f"  {fmt} {mode}: x{ratio:.2f}", file=sys.stderr, flush=True)
+    print(f"## rp.round(..., stats=True) against the plain call ({cpu_model()}, one thread)")
+    print()
+    print(markdown_table(["size", "format", "mode", "plain", "stats=True", "ratio"], rows))
+    return 0
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -810,7 +842,12 @@ def main(argv=None) -> int:
     parser.add_argument("--no-peers", action="store_true", help="skip pychop, gfloat, apytypes")
     parser.add_argument("--no-overheads", action="store_true",
                         help="skip the small-array, cold-start and memory checks")
+    parser.add_argument("--stats", action="store_true",
+                        help="only the cost of stats=True: its time over the plain call's, per format and "
+                             "mode (float32 normal values, one thread; size 1e7 unless --sizes)")
     args = parser.parse_args(argv)
+    if args.stats:
+        return stats_overhead(args.sizes or [10**7], args.repeats or REPEATS)
     if args.rounds < 1:
         parser.error("--rounds must be at least 1")
     if args.repeats is None:
