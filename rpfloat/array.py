@@ -12,11 +12,14 @@ onto the format with its mode:
   in-place operators (``a += 1`` keeps the object) and ``out=`` go through the same
   path; an RPArray given as ``out`` receives the result rounded onto *its* format.
   ``reduce`` and ``accumulate`` (``np.add.reduce``, ``np.cumsum``) round their final
-  results once; ``rp.sum`` / ``rp.dot`` / ``rp.matmul`` round every step instead.
+  results once; ``a.sum(per_step=True)``, ``a.dot(b, per_step=True)`` and
+  ``a.matmul(b)`` (``rp.sum`` / ``rp.dot`` / ``rp.matmul`` with the array's format,
+  mode and generator) round every product and addition instead.
 * **array functions** (NEP 18): the structural ones (``reshape``, ``transpose``,
   ``concatenate``, ``stack``, ``where``, ``take``, ``sort``, ...) keep the format;
   ``np.sum``, ``np.mean``, ``np.dot``, ``np.matmul`` (and ``@``) and the other
-  reductions compute in float64 and round their final result once. NumPy functions
+  reductions compute in float64 and round their final result once (the methods
+  above with ``per_step=True`` round every step). NumPy functions
   without an RPArray implementation see the carrier values (``np.asarray``) and
   return what NumPy returns for them (``np.allclose``, ``np.argmax``, ...).
 * **formats combine** into the one whose value set contains the other's (decided
@@ -59,6 +62,13 @@ exponent range get past that; there the float64 result is rounded). For division
 and sqrt the error's magnitude is itself rounded, which can move a stochastic
 probability by a relative ``2**-53``. Other ufuncs (``exp``, ``power``, ...) round
 their float64 result, which is as accurate as NumPy's.
+
+The seven take a faster route with the same bits where the operands' formats
+allow (see "fast paths" below: float32 arithmetic where it is exact or, for
+nearest, harmless; float32 TwoSum for sums; the exact rounding only for the
+elements that need it). NaN results stay NaN, though which operand's NaN (its
+sign) ``NaN + NaN`` keeps may differ from float64 arithmetic.
+``FAST_PATHS = False`` turns that route off.
 
 Examples
 --------
@@ -115,6 +125,11 @@ class RPArray(NDArrayOperatorsMixin):
     Create one with :func:`rpfloat.asarray` (or ``RPArray(x, fmt, mode, rng=...)``,
     which always copies). See the module docstring for the semantics of ufuncs,
     array functions, indexing and format combination.
+
+    Every ufunc (operators included), ``np.sum``, ``np.dot``, ``@`` and the other
+    reductions round their result **once**; :meth:`sum` and :meth:`dot` with
+    ``per_step=True``, and :meth:`matmul`, round **every** product and addition
+    (``rp.sum`` / ``rp.dot`` / ``rp.matmul``).
 
     Attributes
     ----------
