@@ -151,7 +151,7 @@ def test_large_arrays_with_hard_elements_across_chunks(monkeypatch, mode, name):
     products that underflow or overflow it, and exact quotients, spread over the
     array (the exact rounding of an element must use its own random number)."""
     rng = np.random.default_rng(7)
-    n = 3 * 8192 + 17
+    n = 3 * 16384 + 17
     x = rng.standard_normal(n)
     y = rng.standard_normal(n)
     hard = rng.choice(n, 60, replace=False)
