@@ -12,6 +12,9 @@ from rpfloat.accumulate import bounded_format, rounding_setup
 from rpfloat._kernels.cpu import accumulate as general
 from rpfloat._kernels.cpu import fast_accumulate as fast
 from rpfloat.modes import Mode
+from rpfloat._plan import random_key
+from test_accumulate import SEED as REFERENCE_SEED
+from test_accumulate import reference_reduction
 
 MODES = [mode.name.lower() for mode in Mode]
 KINDS = {"product": general.PRODUCT, "fused": general.FUSED, "sum": general.SUM}
@@ -157,3 +160,24 @@ def test_random_formats_match(product_format, acc_format, mode, kind, shape, see
     fmt = rp.FloatFormat(*product_format)
     acc = rp.FloatFormat(*acc_format)
     assert_same(*both(a, b, fmt, acc, mode, KINDS[kind], key=seed))
+
+
+@pytest.mark.parametrize("mode", ["stochastic", "stochastic_equal"])
+def test_counters_crossing_a_segment_of_the_stream(mode):
+    """Outputs whose counters straddle a multiple of 2**32 (where the stream's
+    segment key changes) draw the same numbers as the reference loop: the fast
+    kernel draws each lane's keys once per row of a tile and leaves a straddling
+    row to the exact kernel."""
+    n, cols = 50, 9
+    first_output = -(-(2**32) // (3 * n)) - 4  # outputs first_output + 3, + 4 straddle
+    assert any((3 * n * o) >> 32 != (3 * n * (o + 1) - 1) >> 32 for o in range(first_output, first_output + cols))
+    a = float32_data((1, 2, n), seed=16)
+    b = float32_data((1, n, cols), seed=17)
+    fmt = bounded_format(rp.format("bfloat16"), np.float32)
+    params, midpoints, _ = rounding_setup(fmt)
+    actual = np.zeros((1, 2, cols))
+    fast.run(a, b, actual, params, params, midpoints, int(Mode[mode.upper()]), general.PRODUCT,
+             random_key(REFERENCE_SEED), 64, first_output=first_output)
+    expected = [[reference_reduction(a[0, i], b[0, :, j], fmt, fmt, mode, "sequential", "product",
+                                     first_output + i * cols + j) for j in range(cols)] for i in range(2)]
+    assert_same(actual[0], np.array(expected))

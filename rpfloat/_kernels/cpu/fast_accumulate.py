@@ -41,58 +41,105 @@ import numpy as np
 from numba import njit, types
 
 from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from ..core.element import directed_bias
 from ..core.layout import (
-    ALL_MODES, NEAREST, P_BELOW_QUANTUM_BITS, P_CARRIER_MAN_BITS, P_MAN_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, PARAMS_TYPE, STOCHASTIC,
-    STOCHASTIC_EQUAL,
+    ALL_MODES, NEAREST, NEAREST_AWAY, ODD, P_BELOW_QUANTUM_BITS, P_CARRIER_MAN_BITS, P_FAST_DROP_MIN,
+    P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS, P_MAN_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, P_MIN_NORMAL_BITS,
+    P_NO_NEGATIVE_ZERO, P_WORD_BITS, PARAMS_TYPE, STOCHASTIC, STOCHASTIC_EQUAL,
 )
-from ..core.stream import random_bits
+from ..core.bits import wrapping_add, wrapping_mul
+from ..core.stream import (
+    MULTIPLIERS, WEYL_32, joined, keyed_weyl, mix_high, mix_low, random_bits, segment_keys, top_bits_mask_64,
+)
 from .accumulate import MIDPOINTS_TYPE, PRODUCT, round_exact, round_value, two_sum
 from .environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
-from .fast_bits import FAST_BITS_MODES, fast_round_bits
+from .fast_bits import fast_round_bits
 from .fast_nearest_float import nearest_by_adding
-from .loops import checked_magnitude, fast_bounds, irregular
+from .loops import checked_magnitude, fast_bounds
 from .table import nearest_by_adding as nearest_by_adding_serves
 
-__all__ = ["TILE", "fast_modes", "run"]
+__all__ = ["TILE", "run"]
 
 # Columns of the result that advance together: a tile of b (n * TILE float64s)
 # stays in L2 for n up to ~1,000 (1 MiB), and a row of partial results in L1.
 TILE = 128
 # Below this many multiply-adds one thread is faster than waking the pool's.
 PARALLEL_THRESHOLD = 1 << 22
+# How the lanes round (the kernel's fast path): ``fast_bits.fast_round_bits``
+# (any format with a fast range), by adding a power of two (nearest), or by one
+# bias and mask for the format's normal magnitudes (`_round_uniform`).
+BITS, ADDING, UNIFORM = range(3)
+
+MOST = np.int64(0x7FFFFFFFFFFFFFFF)
+ABS_MASK = MOST
+SIGN_BIT = np.int64(-0x8000000000000000)
+FLOAT64_MIN_NORMAL_BITS = 1 << 52
+U64_32 = np.uint64(32)
+U64_63 = np.uint64(63)
+U64_64 = np.uint64(64)
+LOW_32 = np.int64(0xFFFFFFFF)
+NEAREST_ENVIRONMENT = ROUNDS_TO_NEAREST | KEEPS_SUBNORMALS
 
 _READ3 = types.Array(types.float64, 3, "C", readonly=True)
 _SIGNATURE = types.void(_READ3, _READ3, types.Array(types.float64, 3, "C"), types.Array(types.uint8, 2, "C"),
-                        PARAMS_TYPE, PARAMS_TYPE, MIDPOINTS_TYPE, types.uint64, types.int64, types.int64, types.int64)
-MOST = np.int64(0x7FFFFFFFFFFFFFFF)
-ABS_MASK = MOST
-NEAREST_ENVIRONMENT = ROUNDS_TO_NEAREST | KEEPS_SUBNORMALS
+                        PARAMS_TYPE, PARAMS_TYPE, MIDPOINTS_TYPE, types.uint64, types.int64, types.int64, types.int64,
+                        types.int64)
 _pool = None
 _pool_lock = threading.Lock()
 
 
-def fast_modes():
-    """The modes this kernel serves (those of ``fast_round_bits``)."""
-    return FAST_BITS_MODES
-
-
-def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits):
+def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits, first_output=0):
     """``out[g, i, j]``: the sequential rounded reduction of ``a[g, i, :] * b[g, :, j]``
     (arrays as for ``accumulate.accumulate``), on numba's thread count where the
-    product is large. The caller has checked that this kernel serves the case."""
-    by_adding = (int(mode) == NEAREST and nearest_by_adding_serves(product_params)
-                 and nearest_by_adding_serves(acc_params)
-                 and environment() & NEAREST_ENVIRONMENT == NEAREST_ENVIRONMENT)
-    plain_sums = by_adding and kind == PRODUCT and _sums_round_once(product_params, acc_params)
-    variant = (int(mode), kind == PRODUCT, by_adding, plain_sums)
+    product is large. The caller has checked that this kernel serves the case
+    (`serves`).
+
+    `first_output`: the output index of ``out[0, 0, 0]`` in a larger whole (its
+    random counters), 0 for a whole product."""
+    mode = int(mode)
+    rounding = _lane_rounding(product_params, acc_params, mode)
+    plain_sums = rounding == ADDING and kind == PRODUCT and _sums_round_once(product_params, acc_params)
+    variant = (mode, kind == PRODUCT, rounding, plain_sums)
     groups, rows, n = a.shape
     total_rows = groups * rows
     pending = np.zeros((total_rows, -(-out.shape[2] // TILE)), dtype=np.uint8)
-    arguments = (a, b, out, pending, product_params, acc_params, acc_midpoints, np.uint64(key), int(rand_bits))
+    arguments = (a, b, out, pending, product_params, acc_params, acc_midpoints, np.uint64(key), int(rand_bits),
+                 int(first_output))
     threads = 1 if total_rows * n * out.shape[2] < PARALLEL_THRESHOLD else min(numba.get_num_threads(), total_rows)
     _on_threads(_kernel(*variant, False), arguments, total_rows, threads)
     if pending.any():  # rare: some outputs need an exact rounding on the way
         _on_threads(_kernel(*variant, True), arguments, total_rows, threads)
+
+
+def serves(product_params, acc_params, kind, pairwise, exact_products, product_general, acc_general):
+    """Whether `run` serves this reduction (else ``accumulate.accumulate`` does):
+    sequential order, products exact in float64, no rare path of the rounding
+    kernel, and a fast range in both formats."""
+    return (exact_products and not pairwise and not product_general and not acc_general
+            and all(params[P_FAST_DROP_MIN] >= 0 and _has_fast_range(params) for params in (product_params, acc_params)))
+
+
+def _has_fast_range(params):
+    return params[P_FAST_HIGH_BITS] > 0
+
+
+def _lane_rounding(product_params, acc_params, mode):
+    """BITS, ADDING or UNIFORM for these formats and mode."""
+    if (mode == NEAREST and nearest_by_adding_serves(product_params) and nearest_by_adding_serves(acc_params)
+            and environment() & NEAREST_ENVIRONMENT == NEAREST_ENVIRONMENT):
+        return ADDING
+    if _uniform_serves(product_params) and _uniform_serves(acc_params):
+        return UNIFORM
+    return BITS
+
+
+def _uniform_serves(params):
+    """Floating point whose normal magnitudes are float64 normals, with -0, at
+    least one bit dropped: every normal magnitude drops ``52 - man_bits`` bits."""
+    return (params[P_WORD_BITS] == 0 and not params[P_NO_NEGATIVE_ZERO]
+            and 0 <= params[P_MAN_BITS] < params[P_CARRIER_MAN_BITS]
+            and params[P_MIN_NORMAL_BITS] >= FLOAT64_MIN_NORMAL_BITS
+            and params[P_MIN_NORMAL_BITS] <= params[P_FAST_HIGH_BITS])
 
 
 def _on_threads(kernel, arguments, total_rows, threads):
@@ -130,35 +177,14 @@ def _sums_round_once(product_params, acc_params):
 
 
 @functools.lru_cache(maxsize=None)
-def _kernel(mode, product, by_adding, plain_sums, exact_lanes):
-    """The kernel for `mode` (a constant in it), compiled at its first use;
-    `by_adding`: nearest rounding by adding a power of two (``fast_nearest_float``)."""
+def _kernel(mode, product, rounding, plain_sums, exact_lanes):
+    """The kernel for these constants, compiled at its first use."""
     if mode not in ALL_MODES:
         raise ValueError(f"unknown mode number {mode}")
-    return njit(_SIGNATURE, **NUMBA_OPTIONS)(_make_kernel(mode, product, by_adding, plain_sums, exact_lanes))
+    return njit(_SIGNATURE, **NUMBA_OPTIONS)(_make_kernel(mode, product, rounding, plain_sums, exact_lanes))
 
 
-@njit(**NUMBA_OPTIONS)
-def _exact_step(acc, updated, j, term, product, k, product_params, product_low, product_high, acc_params,
-                acc_midpoints, acc_low, acc_high, mode, zero_ok, stochastic, key, first_counter, step, rand_bits):
-    """Lane `j`'s step ``k`` again where the fast path did not serve it: the
-    product rounded by ``round_value``, the sum by ``round_exact``."""
-    random = np.uint64(0)
-    redo = False
-    if product:
-        bits = float64_to_bits(term)
-        redo = irregular(bits, product_low, product_high, product_params, zero_ok) != 0
-        if stochastic:
-            random = random_bits(key, first_counter + 3 * k)
-        term = bits_to_float64(round_value(bits, product_params, mode, random, rand_bits))  # the fast path's value
-    if k == 0:
-        total, residual = term, 0.0
-    else:
-        total, residual = two_sum(acc[j], term)
-    if redo or residual != 0.0 or irregular(float64_to_bits(total), acc_low, acc_high, acc_params, zero_ok):
-        if stochastic:
-            random = random_bits(key, first_counter + step)
-        updated[j] = round_exact(total, residual, acc_params, acc_midpoints, mode, random, rand_bits)
+# -- the lanes' rounding and range check, per variant ------------------------------------
 
 
 @njit(**NUMBA_OPTIONS)
@@ -168,33 +194,95 @@ def _round_by_adding(bits, params, mode, random, rand_bits):
 
 
 @njit(**NUMBA_OPTIONS)
+def _round_uniform(bits, params, mode, random, rand_bits):
+    """float64 `bits` whose magnitude is 0 or a normal magnitude of the format (at
+    most its largest value) rounded in `mode`: ``52 - man_bits`` bits dropped
+    after adding the mode's bias, as ``fast_bits.fast_round_bits`` decides there."""
+    drop = params[P_CARRIER_MAN_BITS] - params[P_MAN_BITS]
+    low_mask = (np.int64(1) << drop) - 1
+    magnitude = bits & ABS_MASK
+    if mode == STOCHASTIC:
+        bias = np.int64((random & top_bits_mask_64(rand_bits)) >> np.uint64(64 - drop))
+    elif mode == STOCHASTIC_EQUAL:
+        bias = low_mask if (random >> U64_63) != 0 else np.int64(0)
+    elif mode == NEAREST:
+        bias = (low_mask >> 1) + ((magnitude >> drop) & 1)
+    elif mode == NEAREST_AWAY:
+        bias = (low_mask >> 1) + 1
+    else:  # toward zero, up, down; odd adds nothing
+        bias = directed_bias(low_mask, bits < 0, mode)
+    rounded = (magnitude + bias) & ~low_mask
+    if mode == ODD:
+        rounded |= np.int64((magnitude & low_mask) != 0) << drop
+    return rounded | (bits & SIGN_BIT)
+
+
+@njit(**NUMBA_OPTIONS)
+def _no_low_key(bits, params, low, zero_ok):
+    return MOST
+
+
+@njit(**NUMBA_OPTIONS)
+def _uniform_low_key(bits, params, low, zero_ok):
+    """``|x| - 1``, and the largest key for a zero: below ``min_normal - 1`` only
+    for the format's subnormals."""
+    return ((bits & ABS_MASK) - 1) & ABS_MASK
+
+
+@njit(**NUMBA_OPTIONS)
+def _bits_low_key(bits, params, low, zero_ok):
+    return checked_magnitude(bits, low, params, zero_ok)
+
+
+@njit(**NUMBA_OPTIONS)
+def _abs_high_key(bits, params, low, zero_ok):
+    return bits & ABS_MASK
+
+
+@njit(**NUMBA_OPTIONS)
+def _limits(params, mode, rounding):
+    """``(low, high)``: a lane is in the fast range where its low key is at least
+    `low` and its high key at most `high`."""
+    if rounding == BITS:
+        return fast_bounds(params, mode, False)
+    if rounding == UNIFORM:
+        return params[P_MIN_NORMAL_BITS] - 1, params[P_FAST_HIGH_BITS]
+    return np.int64(0), params[P_FAST_HIGH_BITS]
+
+
+def _range_keys(rounding):
+    """The (low key, high key) functions of a rounding variant."""
+    if rounding == BITS:
+        return _bits_low_key, _bits_low_key
+    return (_uniform_low_key if rounding == UNIFORM else _no_low_key), _abs_high_key
+
+
+@njit(**NUMBA_OPTIONS)
 def _no_random(key, counter):
     return np.uint64(0)
 
 
-def _make_lane(mode, product, by_adding, plain_sums):
+def _make_lane(mode, product, rounding, plain_sums, keyed):
     """One lane's step on the fast path, for the kernel's constants: the exact
     `term` rounded onto the product format (where `product`), then ``acc + term``
     (``term`` alone where `first`) rounded onto the accumulator's; `seen` updated
-    with the range magnitudes and the residual's bits (see the kernel). Only the
+    with the range keys and the residual's bits (see the kernel). Only the
     functions the constants need are referenced, so that only they compile."""
     zero_ok = mode == STOCHASTIC
-    round_fast = _round_by_adding if by_adding else fast_round_bits
-    draw = random_bits if mode == STOCHASTIC or mode == STOCHASTIC_EQUAL else _no_random
+    round_fast = {BITS: fast_round_bits, ADDING: _round_by_adding, UNIFORM: _round_uniform}[rounding]
+    low_key, high_key = _range_keys(rounding)
+    draw = random_bits if (mode == STOCHASTIC or mode == STOCHASTIC_EQUAL) and not keyed else _no_random
 
     @njit(inline="always", **NUMBA_OPTIONS)
-    def lane(acc, term, seen, first, product_params, product_low, acc_params, acc_low, key, first_counter,
-             product_step, sum_step, rand_bits):
+    def lane(acc, term, seen, first, product_params, product_low, acc_params, acc_low, key, product_random,
+             sum_random, first_counter, product_step, sum_step, rand_bits):
         product_least, product_most, sum_least, sum_most, residuals = seen
         if product:
             bits = float64_to_bits(term)
-            if by_adding:  # the range starts at 0; the range mask is the magnitude's
-                magnitude = bits & ABS_MASK
-            else:
-                magnitude = checked_magnitude(bits, product_low, product_params, zero_ok)
-                product_least = min(product_least, magnitude)
-            product_most = max(product_most, magnitude)
-            random = draw(key, first_counter + product_step)
+            if rounding != ADDING:  # by adding, the range starts at 0
+                product_least = min(product_least, low_key(bits, product_params, product_low, zero_ok))
+            product_most = max(product_most, high_key(bits, product_params, product_low, zero_ok))
+            random = product_random if keyed else draw(key, first_counter + product_step)
             term = bits_to_float64(round_fast(bits, product_params, mode, random, rand_bits))
         if first:
             total = term
@@ -204,32 +292,71 @@ def _make_lane(mode, product, by_adding, plain_sums):
             total, residual = two_sum(acc, term)
             residuals |= float64_to_bits(residual)
         bits = float64_to_bits(total)
-        if by_adding:
-            magnitude = bits & ABS_MASK
-        else:
-            magnitude = checked_magnitude(bits, acc_low, acc_params, zero_ok)
-            sum_least = min(sum_least, magnitude)
-        sum_most = max(sum_most, magnitude)
-        random = draw(key, first_counter + sum_step)
+        if rounding != ADDING:
+            sum_least = min(sum_least, low_key(bits, acc_params, acc_low, zero_ok))
+        sum_most = max(sum_most, high_key(bits, acc_params, acc_low, zero_ok))
+        random = sum_random if keyed else draw(key, first_counter + sum_step)
         rounded = bits_to_float64(round_fast(bits, acc_params, mode, random, rand_bits))
         return rounded, (product_least, product_most, sum_least, sum_most, residuals)
 
     return lane
 
 
-def _make_kernel(mode, product, by_adding, plain_sums, exact_lanes):
-    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+def _make_exact_step(mode, product, rounding):
+    """Lane `j`'s step ``k`` again where the fast path did not serve it (its
+    range keys outside the limits, or a residual): the product rounded by
+    ``accumulate.round_value`` (the fast path's value where it served it), the
+    sum by ``accumulate.round_exact``."""
     zero_ok = mode == STOCHASTIC
-    lane = _make_lane(mode, product, by_adding, plain_sums)
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    low_key, high_key = _range_keys(rounding)
 
-    def accumulate_rows(a, b, out, pending, product_params, acc_params, acc_midpoints, key, rand_bits, row_start,
-                        row_stop):
+    @njit(**NUMBA_OPTIONS)
+    def outside(bits, params, low, high):
+        return low_key(bits, params, low, zero_ok) < low or high_key(bits, params, low, zero_ok) > high
+
+    @njit(**NUMBA_OPTIONS)
+    def exact_step(acc, updated, j, term, k, product_params, product_low, product_high, acc_params,
+                   acc_midpoints, acc_low, acc_high, key, first_counter, step, rand_bits):
+        random = np.uint64(0)
+        redo = False
+        if product:
+            bits = float64_to_bits(term)
+            redo = outside(bits, product_params, product_low, product_high)
+            if stochastic:
+                random = random_bits(key, first_counter + 3 * k)
+            term = bits_to_float64(round_value(bits, product_params, mode, random, rand_bits))
+        if k == 0:
+            total, residual = term, 0.0
+        else:
+            total, residual = two_sum(acc[j], term)
+        if redo or residual != 0.0 or outside(float64_to_bits(total), acc_params, acc_low, acc_high):
+            if stochastic:
+                random = random_bits(key, first_counter + step)
+            updated[j] = round_exact(total, residual, acc_params, acc_midpoints, mode, random, rand_bits)
+
+    return exact_step
+
+
+def _make_kernel(mode, product, rounding, plain_sums, exact_lanes):
+    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+    # stochastic, fast kernel: each lane's segment keys, drawn once per row of a tile
+    keyed = stochastic and not exact_lanes
+    lane = _make_lane(mode, product, rounding, plain_sums, keyed)
+    exact_step = _make_exact_step(mode, product, rounding) if exact_lanes else None
+
+    def accumulate_rows(a, b, out, pending, product_params, acc_params, acc_midpoints, key, rand_bits, first_output,
+                        row_start, row_stop):
         groups, rows, n = a.shape
         cols = out.shape[2]
-        product_low, product_high = fast_bounds(product_params, mode, False)
-        acc_low, acc_high = fast_bounds(acc_params, mode, False)
+        product_low, product_high = _limits(product_params, mode, rounding)
+        acc_low, acc_high = _limits(acc_params, mode, rounding)
         acc = np.zeros(TILE, dtype=np.float64)
         updated = np.empty(TILE, dtype=np.float64)
+        # stochastic: each lane's first keyed Weyl words, and each step's random halves
+        weyl_high = np.zeros(TILE, dtype=np.uint32)
+        weyl_low = np.zeros(TILE, dtype=np.uint32)
+        halves = np.zeros((4, TILE), dtype=np.uint32)  # product high, low; sum high, low
         stride = np.int64(3) * n  # counters per output
         for tile, start in enumerate(range(0, cols, TILE)):
             width = min(TILE, cols - start)
@@ -238,34 +365,57 @@ def _make_kernel(mode, product, by_adding, plain_sums, exact_lanes):
                     continue
                 g = r // rows
                 i = r - g * rows
-                base = stride * (np.int64(r) * cols + start)  # output (r, start)'s first counter
+                base = stride * (first_output + np.int64(r) * cols + start)  # output (r, start)'s first counter
+                if keyed:
+                    crossing = False
+                    for j in range(width):
+                        counter = base + stride * j
+                        segment = np.uint64(counter) >> U64_32
+                        crossing |= (np.uint64(counter + stride - 1) >> U64_32) != segment
+                        weyl_high[j], weyl_low[j] = keyed_weyl(segment_keys(key, segment),
+                                                               wrapping_mul(np.uint32(counter & LOW_32), WEYL_32))
+                    if crossing:  # an output's counters straddle two segments: left to the other kernel
+                        pending[r, tile] = 1
+                        continue
                 for k in range(n):
                     x = a[g, i, k]
                     row = b[g, k, start:start + width]
-                    # the least and greatest range magnitudes of the products and sums, and
-                    # the residuals' bits or-ed: whether every lane lay in the fast range
+                    sum_step = 1 if k == 0 else 3 * k - 1  # the counter of the sum's rounding
+                    if keyed:  # the step's random numbers, in 32-bit loops of their own (8 lanes)
+                        product_weyl = wrapping_mul(np.uint32(3 * k), WEYL_32)
+                        sum_weyl = wrapping_mul(np.uint32(sum_step), WEYL_32)
+                        for j in range(width):
+                            halves[0, j] = mix_high(wrapping_add(weyl_high[j], product_weyl), MULTIPLIERS)
+                        for j in range(width):
+                            halves[1, j] = mix_low(wrapping_add(weyl_low[j], product_weyl), MULTIPLIERS)
+                        for j in range(width):
+                            halves[2, j] = mix_high(wrapping_add(weyl_high[j], sum_weyl), MULTIPLIERS)
+                        for j in range(width):
+                            halves[3, j] = mix_low(wrapping_add(weyl_low[j], sum_weyl), MULTIPLIERS)
+                    # the least low key and the greatest high key of the products and the
+                    # sums, and the residuals' bits or-ed: whether every lane was served
                     seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
                     if k == 0:
                         for j in range(width):
                             updated[j], seen = lane(0.0, x * row[j], seen, True, product_params, product_low,
-                                                    acc_params, acc_low, key, base + stride * j, 3 * k, 1,
+                                                    acc_params, acc_low, key, joined(halves[0, j], halves[1, j]),
+                                                    joined(halves[2, j], halves[3, j]), base + stride * j, 0, 1,
                                                     rand_bits)
                     else:
                         for j in range(width):
                             updated[j], seen = lane(acc[j], x * row[j], seen, False, product_params, product_low,
-                                                    acc_params, acc_low, key, base + stride * j, 3 * k, 3 * k - 1,
-                                                    rand_bits)
+                                                    acc_params, acc_low, key, joined(halves[0, j], halves[1, j]),
+                                                    joined(halves[2, j], halves[3, j]), base + stride * j, 3 * k,
+                                                    sum_step, rand_bits)
                     if (seen[0] < product_low or seen[1] > product_high or seen[2] < acc_low
                             or seen[3] > acc_high or seen[4] != 0):
                         if not exact_lanes:  # left to the kernel with exact lanes
                             pending[r, tile] = 1
                             break
-                        # the lanes the fast path does not serve, again, exactly
                         for j in range(width):
-                            _exact_step(acc, updated, j, x * row[j], product, k, product_params, product_low,
-                                        product_high, acc_params, acc_midpoints, acc_low, acc_high, mode,
-                                        zero_ok, stochastic, key, base + stride * j, 1 if k == 0 else 3 * k - 1,
-                                        rand_bits)
+                            exact_step(acc, updated, j, x * row[j], k, product_params, product_low, product_high,
+                                       acc_params, acc_midpoints, acc_low, acc_high, key, base + stride * j,
+                                       sum_step, rand_bits)
                     acc, updated = updated, acc
                 for j in range(width):
                     out[g, i, start + j] = acc[j]
