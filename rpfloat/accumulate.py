@@ -47,6 +47,7 @@ from fractions import Fraction
 import numpy as np
 
 from ._kernels.cpu import accumulate as _kernels
+from ._kernels.cpu import fast_accumulate as _fast
 from ._kernels.core import layout as _layout
 from ._params import kernel_params
 from .fixedformat import FixedFormat
@@ -55,11 +56,12 @@ from .modes import parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
 from ._plan import overflow_policy, random_key, result_dtype
-from .rounding import round as rp_round
 
 __all__ = ["sum", "dot", "matmul"]
 
 _FLOAT64 = np.dtype(np.float64)
+# Fewer result columns than this leave the vectorised kernel's lanes mostly empty.
+_FAST_MIN_COLUMNS = 4
 _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
 _ORDERS = ("sequential", "pairwise", "kahan")
 _RAND_BITS = 64
@@ -278,6 +280,10 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
     elif order == "kahan":
         _kernels.accumulate_kahan(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, exact_products, key,
                                   rand_bits)
+    elif _fast.serves(product_setup[0], acc_setup[0], kind, order == "pairwise", exact_products, product_setup[2],
+                      acc_setup[2]) and out.shape[2] >= _FAST_MIN_COLUMNS:
+        # the common case, vectorised over outputs (same bits): sequential, exact products
+        _fast.run(a_rows, b_rows, out, product_setup[0], acc_setup[0], acc_setup[1], mode, kind, key, rand_bits)
     else:
         _kernels.accumulate(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, order == "pairwise",
                             exact_products, key, rand_bits)
@@ -367,16 +373,17 @@ def _float_or_minus_one(value: Fraction) -> float:
     return as_float if Fraction(as_float) == value else -1.0
 
 
-_HALF_PRECISION = FloatFormat(None, 25)  # 26 significant bits: products of two fit in 53
+_LOW_27_BITS = np.int64((1 << 27) - 1)
 
 
 def _products_are_exact(a, b) -> bool:
-    """Whether float64 holds every product ``a[..] * b[..]`` exactly: every value has at
-    most 26 significant bits, and no product overflows or leaves the normal range."""
+    """Whether float64 holds every product ``a[..] * b[..]`` exactly: every finite
+    value has at most 26 significant bits (the low 27 bits of its significand
+    field are zero), and no product overflows or leaves the normal range."""
     for values in (a, b):
-        finite = values[np.isfinite(values)]
-        if not np.array_equal(rp_round(finite, _HALF_PRECISION, "toward_zero"), finite):
-            return False
+        with np.errstate(invalid="ignore"):
+            if ((values.view(np.int64) & _LOW_27_BITS) != 0)[np.isfinite(values)].any():
+                return False
     magnitudes = [np.abs(v[np.isfinite(v) & (v != 0)]) for v in (a, b)]
     if any(m.size == 0 for m in magnitudes):
         return True
