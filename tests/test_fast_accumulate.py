@@ -14,6 +14,7 @@ from rpfloat._kernels.cpu import fast_accumulate as fast
 from rpfloat.modes import Mode
 from rpfloat._plan import random_key
 from test_accumulate import SEED as REFERENCE_SEED
+from reference import round_reference
 from test_accumulate import reference_reduction
 
 MODES = [mode.name.lower() for mode in Mode]
@@ -181,3 +182,26 @@ def test_counters_crossing_a_segment_of_the_stream(mode):
     expected = [[reference_reduction(a[0, i], b[0, :, j], fmt, fmt, mode, "sequential", "product",
                                      first_output + i * cols + j) for j in range(cols)] for i in range(2)]
     assert_same(actual[0], np.array(expected))
+
+
+@pytest.mark.parametrize("mode", [mode for mode in MODES if not mode.startswith("stochastic")])
+def test_float64_sums_on_a_decisive_point(mode):
+    """Fused steps whose float64 sum is inexact and lands exactly on a midpoint of
+    bfloat16's grid (what the nearest modes decide on) or on a value of it (the
+    other modes): rounding fl(z) would differ from rounding z, so these lanes must
+    take the exact path. The products (1 + 2**-25) (1 - 2**-25) = 1 - 2**-50 of
+    26-bit operands are exact in float64; the sums are not."""
+    factor = (1 + 2.0**-25) * 2.0**-8, 1 - 2.0**-25  # 2**-8 (1 - 2**-50)
+    a = np.array([[1 + 2.0**-7, factor[0]],     # z = 1 + 3 * 2**-8 - 2**-58: fl(z) is the tie
+                  [1.0, 2 * factor[0]],         # z = 1 + 2**-7 - 2**-57: fl(z) is a value
+                  [-1.0, -2 * factor[0]]])
+    b = np.array([[1.0] * 4, [factor[1]] * 4])
+    # any float64 strictly between the same grid points and midpoints rounds like z
+    stand_ins = [1 + 3 * 2.0**-8 - 2.0**-20, 1 + 2.0**-7 - 2.0**-20, -(1 + 2.0**-7 - 2.0**-20)]
+    fmt = rp.format("bfloat16")
+    expected = np.array([[round_reference(z, fmt, mode)] * 4 for z in stand_ins])
+    assert_same(rp.matmul(a, b, fmt, fma=True, mode=mode), expected)
+    if mode == "nearest":
+        assert expected[0, 0] == 1 + 2.0**-7  # fl(z) would tie to 1 + 2**-6
+    if mode == "toward_zero":
+        assert expected[1, 0] == 1.0  # fl(z) = 1 + 2**-7 would be kept

@@ -217,6 +217,27 @@ def _round_uniform(bits, params, mode, random, rand_bits):
     return rounded | (bits & SIGN_BIT)
 
 
+def _make_double_rounding_check(mode):
+    """``may_differ(bits, params)``: whether rounding the float64 `bits`
+    (``fl(z)``, z inexact) onto the format in the deterministic `mode` may differ
+    from rounding z itself. No format value or midpoint lies strictly between z
+    and fl(z) (both are float64s), so only where fl(z) is what the mode decides on
+    -- for the nearest modes a midpoint of the format's grid, for the others a
+    value of it, ``52 - man_bits`` bits dropped from normal magnitudes -- and
+    below min_normal, where fewer bits are kept."""
+    nearest = mode == NEAREST or mode == NEAREST_AWAY
+
+    @njit(**NUMBA_OPTIONS)
+    def may_differ(bits, params):
+        drop = params[P_CARRIER_MAN_BITS] - params[P_MAN_BITS]
+        low_mask = (np.int64(1) << drop) - 1
+        decisive = (low_mask >> 1) + 1 if nearest else np.int64(0)
+        magnitude = bits & ABS_MASK
+        return ((magnitude & low_mask) == decisive) | (magnitude < params[P_MIN_NORMAL_BITS])
+
+    return may_differ
+
+
 @njit(**NUMBA_OPTIONS)
 def _no_low_key(bits, params, low, zero_ok):
     return MOST
@@ -269,8 +290,10 @@ def _make_lane(mode, product, rounding, plain_sums, keyed):
     with the range keys and the residual's bits (see the kernel). Only the
     functions the constants need are referenced, so that only they compile."""
     zero_ok = mode == STOCHASTIC
+    deterministic = mode != STOCHASTIC and mode != STOCHASTIC_EQUAL
     round_fast = {BITS: fast_round_bits, ADDING: _round_by_adding, UNIFORM: _round_uniform}[rounding]
     low_key, high_key = _range_keys(rounding)
+    double_rounding_may_differ = _make_double_rounding_check(mode)
     draw = random_bits if (mode == STOCHASTIC or mode == STOCHASTIC_EQUAL) and not keyed else _no_random
 
     @njit(inline="always", **NUMBA_OPTIONS)
@@ -290,7 +313,11 @@ def _make_lane(mode, product, rounding, plain_sums, keyed):
             total = acc + term  # a double rounding that changes nothing (`_sums_round_once`)
         else:
             total, residual = two_sum(acc, term)
-            residuals |= float64_to_bits(residual)
+            bits = float64_to_bits(total)
+            if deterministic and rounding != BITS:
+                residuals |= float64_to_bits(residual) & -np.int64(double_rounding_may_differ(bits, acc_params))
+            else:
+                residuals |= float64_to_bits(residual)
         bits = float64_to_bits(total)
         if rounding != ADDING:
             sum_least = min(sum_least, low_key(bits, acc_params, acc_low, zero_ok))
