@@ -274,3 +274,16 @@ def test_fused_steps_keep_an_overflowed_accumulator_infinite(mode):
     assert_same(matmul(a, b, fmt, fma=True, mode=mode, rng=1), expected)
     if mode == "nearest":
         assert list(expected[:, 0]) == [np.inf, -np.inf]
+
+
+@pytest.mark.parametrize("columns", [1, 5])  # the general kernel; the vectorised one
+@pytest.mark.parametrize("fma", [False, True])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_negative_zero_sums_stay_negative(fma, order, columns):
+    """-0 + -0 is -0 (IEEE 754), with or without a fused step, in every kernel."""
+    a = np.array([[-0.0, 0.0, -0.0], [0.0, 0.0, 0.0], [-1.0, 1.0, -0.0]])
+    b = np.array([[1.0] * columns, [-1.0] * columns, [3.0] * columns])
+    fmt = rp.format("bfloat16")
+    expected = reference_matmul(a, b, fmt, fmt, "nearest", order, fma)
+    assert_same(matmul(a, b, fmt, fma=fma, order=order), expected)
+    assert np.signbit(expected[0, 0]) and not np.signbit(expected[1, 0])

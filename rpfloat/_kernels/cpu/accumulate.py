@@ -474,10 +474,12 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                         total, residual, counter = term, term_residual, base + 3 * k + 1
                     elif kind == FUSED:
                         high, low = two_sum(acc[j], term)
-                        if math.isfinite(high):
-                            total, residual = two_sum(high, add_to_odd(low, term_residual))
-                        else:  # inf or NaN: the low parts (NaN from inf - inf) say nothing
+                        if not math.isfinite(high):  # inf or NaN: the low parts (NaN from inf - inf) say nothing
                             total, residual = high, 0.0
+                        elif low == 0.0 and term_residual == 0.0:  # exact (and -0 + -0 stays -0)
+                            total, residual = high, 0.0
+                        else:
+                            total, residual = two_sum(high, add_to_odd(low, term_residual))
                         counter = base + 3 * k - 1
                     else:
                         total, residual = two_sum(acc[j], term)
