@@ -83,7 +83,8 @@ NEAREST_ENVIRONMENT = ROUNDS_TO_NEAREST | KEEPS_SUBNORMALS
 _READ3 = types.Array(types.float64, 3, "C", readonly=True)
 _SIGNATURE = types.void(_READ3, _READ3, types.Array(types.float64, 3, "C"), types.Array(types.uint8, 2, "C"),
                         PARAMS_TYPE, PARAMS_TYPE, MIDPOINTS_TYPE, types.uint64, types.int64, types.int64, types.int64,
-                        types.int64)
+                        types.boolean, types.int64, types.int64)
+RUNTIME = -1  # a kernel constant given at run time instead (the exact kernel's mode and kind)
 _pool = None
 _pool_lock = threading.Lock()
 
@@ -99,16 +100,17 @@ def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, r
     mode = int(mode)
     rounding = _lane_rounding(product_params, acc_params, mode)
     plain_sums = rounding == ADDING and kind == PRODUCT and _sums_round_once(product_params, acc_params)
-    variant = (mode, kind == PRODUCT, rounding, plain_sums)
+    variant = (mode, int(kind == PRODUCT), rounding, plain_sums)
     groups, rows, n = a.shape
     total_rows = groups * rows
     pending = np.zeros((total_rows, -(-out.shape[2] // TILE)), dtype=np.uint8)
     arguments = (a, b, out, pending, product_params, acc_params, acc_midpoints, np.uint64(key), int(rand_bits),
-                 int(first_output))
+                 int(first_output), mode, kind == PRODUCT)
     threads = 1 if total_rows * n * out.shape[2] < PARALLEL_THRESHOLD else min(numba.get_num_threads(), total_rows)
     _on_threads(_kernel(*variant, False), arguments, total_rows, threads)
-    if pending.any():  # rare: some outputs need an exact rounding on the way
-        _on_threads(_kernel(*variant, True), arguments, total_rows, threads)
+    if pending.any():  # rare: some outputs need an exact rounding on the way, from their first term
+        # (every variant gives the same bits: one exact kernel, mode and kind given at run time, serves them all)
+        _on_threads(_kernel(RUNTIME, RUNTIME, BITS, False, True), arguments, total_rows, threads)
 
 
 def serves(product_params, acc_params, kind, pairwise, exact_products, product_general, acc_general):
@@ -178,8 +180,9 @@ def _sums_round_once(product_params, acc_params):
 
 @functools.lru_cache(maxsize=None)
 def _kernel(mode, product, rounding, plain_sums, exact_lanes):
-    """The kernel for these constants, compiled at its first use."""
-    if mode not in ALL_MODES:
+    """The kernel for these constants (`mode` and `product` may be RUNTIME: the
+    kernel's arguments), compiled at its first use."""
+    if mode not in ALL_MODES + (RUNTIME,):
         raise ValueError(f"unknown mode number {mode}")
     return njit(_SIGNATURE, **NUMBA_OPTIONS)(_make_kernel(mode, product, rounding, plain_sums, exact_lanes))
 
@@ -217,46 +220,38 @@ def _round_uniform(bits, params, mode, random, rand_bits):
     return rounded | (bits & SIGN_BIT)
 
 
-def _make_double_rounding_check(mode):
-    """``may_differ(bits, params)``: whether rounding the float64 `bits`
-    (``fl(z)``, z inexact) onto the format in the deterministic `mode` may differ
-    from rounding z itself. No format value or midpoint lies strictly between z
-    and fl(z) (both are float64s), so only where fl(z) is what the mode decides on
-    -- for the nearest modes a midpoint of the format's grid, for the others a
-    value of it, ``52 - man_bits`` bits dropped from normal magnitudes -- and
-    below min_normal, where fewer bits are kept."""
-    nearest = mode == NEAREST or mode == NEAREST_AWAY
-
-    @njit(**NUMBA_OPTIONS)
-    def may_differ(bits, params):
-        drop = params[P_CARRIER_MAN_BITS] - params[P_MAN_BITS]
-        low_mask = (np.int64(1) << drop) - 1
-        decisive = (low_mask >> 1) + 1 if nearest else np.int64(0)
-        magnitude = bits & ABS_MASK
-        return ((magnitude & low_mask) == decisive) | (magnitude < params[P_MIN_NORMAL_BITS])
-
-    return may_differ
-
-
 @njit(**NUMBA_OPTIONS)
-def _no_low_key(bits, params, low, zero_ok):
+def _double_rounding_may_differ(bits, params, mode):
+    """Whether rounding the float64 `bits` (``fl(z)``, z inexact) onto the format in
+    the deterministic `mode` may differ from rounding z itself. No format value or
+    midpoint lies strictly between z and fl(z) (both are float64s), so only where
+    fl(z) is what the mode decides on -- for the nearest modes a midpoint of the
+    format's grid, for the others a value of it, ``52 - man_bits`` bits dropped from
+    normal magnitudes -- and below min_normal, where fewer bits are kept."""
+    drop = params[P_CARRIER_MAN_BITS] - params[P_MAN_BITS]
+    low_mask = (np.int64(1) << drop) - 1
+    decisive = (low_mask >> 1) + 1 if mode == NEAREST or mode == NEAREST_AWAY else np.int64(0)
+    magnitude = bits & ABS_MASK
+    return ((magnitude & low_mask) == decisive) | (magnitude < params[P_MIN_NORMAL_BITS])
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _low_key(bits, params, low, zero_ok, rounding):
+    """What must be at least the low limit (`_limits`): the range magnitude
+    (BITS); ``|x| - 1``, and the largest key for a zero (UNIFORM: below
+    ``min_normal - 1`` only for the format's subnormals); nothing (ADDING)."""
+    if rounding == BITS:
+        return checked_magnitude(bits, low, params, zero_ok)
+    if rounding == UNIFORM:
+        return ((bits & ABS_MASK) - 1) & ABS_MASK
     return MOST
 
 
-@njit(**NUMBA_OPTIONS)
-def _uniform_low_key(bits, params, low, zero_ok):
-    """``|x| - 1``, and the largest key for a zero: below ``min_normal - 1`` only
-    for the format's subnormals."""
-    return ((bits & ABS_MASK) - 1) & ABS_MASK
-
-
-@njit(**NUMBA_OPTIONS)
-def _bits_low_key(bits, params, low, zero_ok):
-    return checked_magnitude(bits, low, params, zero_ok)
-
-
-@njit(**NUMBA_OPTIONS)
-def _abs_high_key(bits, params, low, zero_ok):
+@njit(inline="always", **NUMBA_OPTIONS)
+def _high_key(bits, params, low, zero_ok, rounding):
+    """What must be at most the high limit (`_limits`)."""
+    if rounding == BITS:
+        return checked_magnitude(bits, low, params, zero_ok)
     return bits & ABS_MASK
 
 
@@ -271,41 +266,40 @@ def _limits(params, mode, rounding):
     return np.int64(0), params[P_FAST_HIGH_BITS]
 
 
-def _range_keys(rounding):
-    """The (low key, high key) functions of a rounding variant."""
-    if rounding == BITS:
-        return _bits_low_key, _bits_low_key
-    return (_uniform_low_key if rounding == UNIFORM else _no_low_key), _abs_high_key
-
-
 @njit(**NUMBA_OPTIONS)
-def _no_random(key, counter):
-    return np.uint64(0)
+def _outside(bits, params, low, high, zero_ok, rounding):
+    return (_low_key(bits, params, low, zero_ok, rounding) < low
+            or _high_key(bits, params, low, zero_ok, rounding) > high)
 
 
-def _make_lane(mode, product, rounding, plain_sums, keyed):
-    """One lane's step on the fast path, for the kernel's constants: the exact
-    `term` rounded onto the product format (where `product`), then ``acc + term``
-    (``term`` alone where `first`) rounded onto the accumulator's; `seen` updated
-    with the range keys and the residual's bits (see the kernel). Only the
-    functions the constants need are referenced, so that only they compile."""
-    zero_ok = mode == STOCHASTIC
-    deterministic = mode != STOCHASTIC and mode != STOCHASTIC_EQUAL
-    round_fast = {BITS: fast_round_bits, ADDING: _round_by_adding, UNIFORM: _round_uniform}[rounding]
-    low_key, high_key = _range_keys(rounding)
-    double_rounding_may_differ = _make_double_rounding_check(mode)
-    draw = random_bits if (mode == STOCHASTIC or mode == STOCHASTIC_EQUAL) and not keyed else _no_random
+def _make_lane(rounding):
+    """One lane's step on the fast path, for rounding variant `rounding`: the
+    exact `term` rounded onto the product format (where `product`), then ``acc +
+    term`` (``term`` alone where `first`) rounded onto the accumulator's; `seen`
+    updated with the range keys and the residual's bits (see the kernel). `mode`
+    and the flags after it are the kernel's constants: inlined into it, LLVM keeps
+    only their branch. Made once per variant at import, so that a kernel refers to
+    its variant's lane by a global name (numba's cache keys cannot hold a
+    function: a kernel closure holds only numbers)."""
+    round_fast = (fast_round_bits, _round_by_adding, _round_uniform)[rounding]
 
     @njit(inline="always", **NUMBA_OPTIONS)
     def lane(acc, term, seen, first, product_params, product_low, acc_params, acc_low, key, product_random,
-             sum_random, first_counter, product_step, sum_step, rand_bits):
+             sum_random, first_counter, product_step, sum_step, rand_bits, mode, product, plain_sums, keyed):
+        zero_ok = mode == STOCHASTIC
+        draws = (mode == STOCHASTIC or mode == STOCHASTIC_EQUAL) and not keyed
         product_least, product_most, sum_least, sum_most, residuals = seen
         if product:
             bits = float64_to_bits(term)
             if rounding != ADDING:  # by adding, the range starts at 0
-                product_least = min(product_least, low_key(bits, product_params, product_low, zero_ok))
-            product_most = max(product_most, high_key(bits, product_params, product_low, zero_ok))
-            random = product_random if keyed else draw(key, first_counter + product_step)
+                product_least = min(product_least, _low_key(bits, product_params, product_low, zero_ok, rounding))
+            product_most = max(product_most, _high_key(bits, product_params, product_low, zero_ok, rounding))
+            if keyed:
+                random = product_random
+            elif draws:
+                random = random_bits(key, first_counter + product_step)
+            else:
+                random = np.uint64(0)
             term = bits_to_float64(round_fast(bits, product_params, mode, random, rand_bits))
         if first:
             total = term
@@ -313,67 +307,85 @@ def _make_lane(mode, product, rounding, plain_sums, keyed):
             total = acc + term  # a double rounding that changes nothing (`_sums_round_once`)
         else:
             total, residual = two_sum(acc, term)
-            bits = float64_to_bits(total)
-            if deterministic and rounding != BITS:
-                residuals |= float64_to_bits(residual) & -np.int64(double_rounding_may_differ(bits, acc_params))
+            if mode != STOCHASTIC and mode != STOCHASTIC_EQUAL and rounding != BITS:
+                may_differ = _double_rounding_may_differ(float64_to_bits(total), acc_params, mode)
+                residuals |= float64_to_bits(residual) & -np.int64(may_differ)
             else:
                 residuals |= float64_to_bits(residual)
         bits = float64_to_bits(total)
         if rounding != ADDING:
-            sum_least = min(sum_least, low_key(bits, acc_params, acc_low, zero_ok))
-        sum_most = max(sum_most, high_key(bits, acc_params, acc_low, zero_ok))
-        random = sum_random if keyed else draw(key, first_counter + sum_step)
+            sum_least = min(sum_least, _low_key(bits, acc_params, acc_low, zero_ok, rounding))
+        sum_most = max(sum_most, _high_key(bits, acc_params, acc_low, zero_ok, rounding))
+        if keyed:
+            random = sum_random
+        elif draws:
+            random = random_bits(key, first_counter + sum_step)
+        else:
+            random = np.uint64(0)
         rounded = bits_to_float64(round_fast(bits, acc_params, mode, random, rand_bits))
         return rounded, (product_least, product_most, sum_least, sum_most, residuals)
 
     return lane
 
 
-def _make_exact_step(mode, product, rounding):
-    """Lane `j`'s step ``k`` again where the fast path did not serve it (its
-    range keys outside the limits, or a residual): the product rounded by
-    ``accumulate.round_value`` (the fast path's value where it served it), the
-    sum by ``accumulate.round_exact``."""
+def _make_step(rounding):
+    lane = _make_lane(rounding)
+
+    @njit(inline="always", **NUMBA_OPTIONS)
+    def step(first, acc, updated, row, x, width, seen, product_params, product_low, acc_params, acc_low, key, halves,
+             base, stride, product_step, sum_step, rand_bits, mode, product, plain_sums, keyed):
+        """Step k of a row of a tile: every lane, in one loop."""
+        for j in range(width):
+            updated[j], seen = lane(acc[j], x * row[j], seen, first, product_params, product_low, acc_params, acc_low,
+                                    key, joined(halves[0, j], halves[1, j]), joined(halves[2, j], halves[3, j]),
+                                    base + stride * j, product_step, sum_step, rand_bits, mode, product, plain_sums,
+                                    keyed)
+        return seen
+
+    return step
+
+
+# module-level names: a kernel refers to its variant's step as a global (numba's cache
+# key of a closure hashes its cells, and a function in a cell never hashes alike twice)
+_STEP_BITS, _STEP_ADDING, _STEP_UNIFORM = (_make_step(rounding) for rounding in (BITS, ADDING, UNIFORM))
+
+
+@njit(**NUMBA_OPTIONS)
+def _exact_step(acc, updated, j, term, k, product_params, product_low, product_high, acc_params, acc_midpoints,
+                acc_low, acc_high, key, first_counter, step, rand_bits, mode, product, rounding):
+    """Lane `j`'s step ``k`` again where the fast path did not serve it (its range
+    keys outside the limits, or a residual): the product rounded by
+    ``accumulate.round_value`` (the fast path's value where it served it), the sum
+    by ``accumulate.round_exact``."""
     zero_ok = mode == STOCHASTIC
     stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
-    low_key, high_key = _range_keys(rounding)
-
-    @njit(**NUMBA_OPTIONS)
-    def outside(bits, params, low, high):
-        return low_key(bits, params, low, zero_ok) < low or high_key(bits, params, low, zero_ok) > high
-
-    @njit(**NUMBA_OPTIONS)
-    def exact_step(acc, updated, j, term, k, product_params, product_low, product_high, acc_params,
-                   acc_midpoints, acc_low, acc_high, key, first_counter, step, rand_bits):
-        random = np.uint64(0)
-        redo = False
-        if product:
-            bits = float64_to_bits(term)
-            redo = outside(bits, product_params, product_low, product_high)
-            if stochastic:
-                random = random_bits(key, first_counter + 3 * k)
-            term = bits_to_float64(round_value(bits, product_params, mode, random, rand_bits))
-        if k == 0:
-            total, residual = term, 0.0
-        else:
-            total, residual = two_sum(acc[j], term)
-        if redo or residual != 0.0 or outside(float64_to_bits(total), acc_params, acc_low, acc_high):
-            if stochastic:
-                random = random_bits(key, first_counter + step)
-            updated[j] = round_exact(total, residual, acc_params, acc_midpoints, mode, random, rand_bits)
-
-    return exact_step
+    random = np.uint64(0)
+    redo = False
+    if product:
+        bits = float64_to_bits(term)
+        redo = _outside(bits, product_params, product_low, product_high, zero_ok, rounding)
+        if stochastic:
+            random = random_bits(key, first_counter + 3 * k)
+        term = bits_to_float64(round_value(bits, product_params, mode, random, rand_bits))
+    if k == 0:
+        total, residual = term, 0.0
+    else:
+        total, residual = two_sum(acc[j], term)
+    if redo or residual != 0.0 or _outside(float64_to_bits(total), acc_params, acc_low, acc_high, zero_ok, rounding):
+        if stochastic:
+            random = random_bits(key, first_counter + step)
+        updated[j] = round_exact(total, residual, acc_params, acc_midpoints, mode, random, rand_bits)
 
 
-def _make_kernel(mode, product, rounding, plain_sums, exact_lanes):
-    stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
+def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_lanes):
     # stochastic, fast kernel: each lane's segment keys, drawn once per row of a tile
-    keyed = stochastic and not exact_lanes
-    lane = _make_lane(mode, product, rounding, plain_sums, keyed)
-    exact_step = _make_exact_step(mode, product, rounding) if exact_lanes else None
+    keyed = mode_constant in (STOCHASTIC, STOCHASTIC_EQUAL) and not exact_lanes
 
     def accumulate_rows(a, b, out, pending, product_params, acc_params, acc_midpoints, key, rand_bits, first_output,
-                        row_start, row_stop):
+                        mode_argument, product_argument, row_start, row_stop):
+        # constants where the kernel has them (LLVM folds the selection), else the arguments
+        mode = mode_argument if mode_constant == RUNTIME else mode_constant
+        product = product_argument if product_constant == RUNTIME else product_constant == 1
         groups, rows, n = a.shape
         cols = out.shape[2]
         product_low, product_high = _limits(product_params, mode, rounding)
@@ -422,27 +434,49 @@ def _make_kernel(mode, product, rounding, plain_sums, exact_lanes):
                     # the least low key and the greatest high key of the products and the
                     # sums, and the residuals' bits or-ed: whether every lane was served
                     seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
-                    if k == 0:
-                        for j in range(width):
-                            updated[j], seen = lane(0.0, x * row[j], seen, True, product_params, product_low,
-                                                    acc_params, acc_low, key, joined(halves[0, j], halves[1, j]),
-                                                    joined(halves[2, j], halves[3, j]), base + stride * j, 0, 1,
-                                                    rand_bits)
+                    # one call per variant and first step: constants, pruned before typing
+                    if rounding == ADDING:
+                        if k == 0:
+                            seen = _STEP_ADDING(
+                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
+                        else:
+                            seen = _STEP_ADDING(
+                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
+                    elif rounding == UNIFORM:
+                        if k == 0:
+                            seen = _STEP_UNIFORM(
+                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
+                        else:
+                            seen = _STEP_UNIFORM(
+                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
                     else:
-                        for j in range(width):
-                            updated[j], seen = lane(acc[j], x * row[j], seen, False, product_params, product_low,
-                                                    acc_params, acc_low, key, joined(halves[0, j], halves[1, j]),
-                                                    joined(halves[2, j], halves[3, j]), base + stride * j, 3 * k,
-                                                    sum_step, rand_bits)
+                        if k == 0:
+                            seen = _STEP_BITS(
+                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
+                        else:
+                            seen = _STEP_BITS(
+                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
+                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
+                                plain_sums, keyed)
                     if (seen[0] < product_low or seen[1] > product_high or seen[2] < acc_low
                             or seen[3] > acc_high or seen[4] != 0):
                         if not exact_lanes:  # left to the kernel with exact lanes
                             pending[r, tile] = 1
                             break
                         for j in range(width):
-                            exact_step(acc, updated, j, x * row[j], k, product_params, product_low, product_high,
-                                       acc_params, acc_midpoints, acc_low, acc_high, key, base + stride * j,
-                                       sum_step, rand_bits)
+                            _exact_step(acc, updated, j, x * row[j], k, product_params, product_low, product_high,
+                                        acc_params, acc_midpoints, acc_low, acc_high, key, base + stride * j,
+                                        sum_step, rand_bits, mode, product, rounding)
                     acc, updated = updated, acc
                 for j in range(width):
                     out[g, i, start + j] = acc[j]
