@@ -2,6 +2,9 @@
 general kernel it replaces in the common case (``accumulate.accumulate``, kept as
 the reference): the same bits for every mode, kind, pair of formats, shape and
 thread split, on data that reaches each of its rare paths."""
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -205,3 +208,24 @@ def test_float64_sums_on_a_decisive_point(mode):
         assert expected[0, 0] == 1 + 2.0**-7  # fl(z) would tie to 1 + 2**-6
     if mode == "toward_zero":
         assert expected[1, 0] == 1.0  # fl(z) = 1 + 2**-7 would be kept
+
+
+def test_a_second_process_loads_the_kernels_from_the_cache():
+    """The kernels are closures over numbers only, so numba's cache key is the same
+    in every process (a function in a closure cell would pickle differently each
+    time, and every process would compile again: seconds per kernel)."""
+    script = (
+        "import numpy as np, rpfloat as rp\n"
+        "from rpfloat._kernels.cpu import fast_accumulate as fast\n"
+        "a = np.linspace(-3, 3, 64, dtype=np.float32).reshape(8, 8)\n"
+        "rp.matmul(a, a, 'bfloat16')\n"
+        "rp.matmul(a, a, 'e4m3', mode='stochastic', rng=1)\n"
+        "a[0, 0] = np.inf\n"
+        "rp.matmul(a, a, 'bfloat16', mode='toward_zero')\n"  # an exact lane: the rare-lane kernel
+        "kernels = fast.compiled_kernels()\n"
+        "print(len(kernels), sum(sum(k.stats.cache_misses.values()) for k in kernels))\n"
+    )
+    outputs = [subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout
+               for _ in range(2)]
+    count, misses = outputs[1].split()
+    assert int(count) >= 4 and misses == "0"

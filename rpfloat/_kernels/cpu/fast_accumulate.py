@@ -33,7 +33,6 @@ call releases the GIL.
 from __future__ import annotations
 
 import concurrent.futures
-import functools
 import threading
 
 import numba
@@ -58,7 +57,7 @@ from .fast_nearest_float import nearest_by_adding
 from .loops import checked_magnitude, fast_bounds
 from .table import nearest_by_adding as nearest_by_adding_serves
 
-__all__ = ["TILE", "run"]
+__all__ = ["TILE", "run", "serves", "compiled_kernels"]
 
 # Columns of the result that advance together: a tile of b (n * TILE float64s)
 # stays in L2 for n up to ~1,000 (1 MiB), and a row of partial results in L1.
@@ -178,13 +177,23 @@ def _sums_round_once(product_params, acc_params):
             and product_params[P_BELOW_QUANTUM_BITS] >= acc_params[P_BELOW_QUANTUM_BITS])
 
 
-@functools.lru_cache(maxsize=None)
+def compiled_kernels():
+    """The kernels this process has made so far (for tests of numba's cache)."""
+    return list(_KERNELS.values())
+
+
+_KERNELS = {}
+
+
 def _kernel(mode, product, rounding, plain_sums, exact_lanes):
     """The kernel for these constants (`mode` and `product` may be RUNTIME: the
     kernel's arguments), compiled at its first use."""
-    if mode not in ALL_MODES + (RUNTIME,):
-        raise ValueError(f"unknown mode number {mode}")
-    return njit(_SIGNATURE, **NUMBA_OPTIONS)(_make_kernel(mode, product, rounding, plain_sums, exact_lanes))
+    variant = (mode, product, rounding, plain_sums, exact_lanes)
+    if variant not in _KERNELS:
+        if mode not in ALL_MODES + (RUNTIME,):
+            raise ValueError(f"unknown mode number {mode}")
+        _KERNELS[variant] = njit(_SIGNATURE, **NUMBA_OPTIONS)(_make_kernel(*variant))
+    return _KERNELS[variant]
 
 
 # -- the lanes' rounding and range check, per variant ------------------------------------
