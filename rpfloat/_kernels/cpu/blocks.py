@@ -10,6 +10,11 @@ rounds every element ``v / X`` onto the element format with
 ``core.element.round_bits`` in float64 (exact scaling for power-of-two scales),
 then writes ``q * X`` (or ``q`` itself, for encode). Element ``(o, a, i)`` draws
 random number ``offset + (o * axis + a) * inner + i``: its C-order flat index.
+
+The fast kernel (float32 data blocked along the last axis, power-of-two scales,
+``fast_kernel``) gives the same bits on float32 bits: block by block, or, for
+blocks of a power of two elements (MX: 32), in chunks of CHUNK elements, each
+pass over a chunk one long vectorised loop (the comments above `chunked`).
 """
 import numpy as np
 from numba import njit, types
@@ -106,7 +111,9 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
 # elements, in a pass of its own), and a block or piece takes the fast loop where
 # both ends lie in that range (and its random counters stay in one 2**32
 # segment); else the float64 loop of `round_blocks` rounds it. Eight float32
-# lanes per vector, no per-element test.
+# lanes per vector, no per-element test. Blocks of a power of two elements up
+# to CHUNK (MX formats: 32) take the chunked passes below instead, with the
+# same decisions element by element.
 
 SMALLEST_NORMAL_32 = np.int32(0x00800000)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
@@ -114,6 +121,18 @@ INF_32 = np.int32(0x7F800000)
 QUIET_NAN_32 = np.int32(0x7FC00000)
 SEGMENT_MASK = np.int64(0xFFFFFFFF)
 PIECE = 4096  # a long block's elements checked and rounded at a time (they stay in cache)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_in_float64(bits, exponent, element_params, mode, key, counter, rand_bits):
+    """The float32 `bits` of one element of a block with scale ``2**exponent``
+    rounded in float64 (`round_blocks`' arithmetic), with random number `counter`:
+    the result's float32 bits. What the fast kernels give every element outside
+    their range."""
+    value = np.float64(bits_to_float32(bits))
+    random = random_bits(key, counter) if mode >= STOCHASTIC else np.uint64(0)
+    rounded = round_element(value * power_of_two(-exponent), value, element_params, mode, random, rand_bits)
+    return float32_to_bits(np.float32(rounded * power_of_two(exponent)))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -143,12 +162,227 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
             rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
             target[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
     else:  # in float64
-        scale, inverse = power_of_two(exponent), power_of_two(-exponent)
         for a in range(source.size):
-            value = np.float64(bits_to_float32(source[a]))
-            random = random_bits(key, index + a) if mode >= STOCHASTIC else np.uint64(0)
-            rounded = round_element(value * inverse, value, element_params, mode, random, rand_bits)
-            target[a] = float32_to_bits(np.float32(rounded * scale))
+            target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
+
+
+# -- the fast kernel's chunks: blocks of a power of two elements, 2 to CHUNK --
+#
+# Rounding block by block runs two loops of `block_size` elements per block
+# (its extremes, then its elements): for blocks of 32, their setup, remainder
+# and reductions cost more than the rounding. So a row is taken CHUNK elements
+# (CHUNK / block_size whole blocks) at a time, which stay in cache, in passes
+# that each are one long loop that LLVM vectorises:
+#
+# A. every block's largest magnitude and least nonzero one (`block_extremes`):
+#    the chunk folded four (or two) elements at a time, each fold a loop over
+#    the whole chunk (``m[k] = max(x[4k], x[4k+1], x[4k+2], x[4k+3])``), until
+#    one value per block is left: log4(block_size) loops, not one per block;
+# B. every block's scale, shift and kind (`scale_blocks`), one loop over the
+#    blocks: FAST_BLOCK where `_round_piece` takes its fast loop; SOME_ELEMENTS
+#    where the block's results fit the fast loop but some of its shifted
+#    magnitudes lie outside the fast range (below it: stochastic rounding's
+#    range starts high; above it: a block max that rounds past the element's
+#    max, as for mxint8); FLOAT64_BLOCK where the results do not fit (extreme
+#    scales); NAN_BLOCK;
+# C. the shifts spread to one per element (`spread`: the folds in reverse),
+#    then every element of the chunk rounded in one loop (the fast loop of
+#    `_round_piece`, each element with its block's shift), whatever its block;
+# D. the blocks that are not FAST_BLOCK, again (`fix_blocks`): NaN blocks
+#    NaN, every element of a FLOAT64_BLOCK and the elements outside the range
+#    of a SOME_ELEMENTS block in float64 (`round_in_float64`).
+#
+# So every element gets the bits `_round_piece` gives it: the fast loop where
+# its shifted magnitude lies in the range and its block's results fit (the
+# conditions of that loop, element by element), else float64; the two agree
+# wherever the fast loop may run (the tests hold them to it). Where a chunk's
+# random counters cross a 2**32 segment, its loop C runs in two spans.
+
+CHUNK = 4096
+FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK = range(4)
+ALL_ONES_32 = np.uint32(0xFFFFFFFF)
+
+
+@njit(**NUMBA_OPTIONS)
+def chunked(block_size):
+    """Whether the fast kernel rounds blocks of `block_size` in chunks."""
+    return 2 <= block_size <= CHUNK and block_size & (block_size - 1) == 0
+
+
+@njit(**NUMBA_OPTIONS)
+def _least_key(magnitude):
+    """``magnitude - 1`` as a uint32: a zero becomes the greatest key, so that
+    the least key of a block is its least nonzero magnitude less 1."""
+    return wrapping_add(np.uint32(magnitude), ALL_ONES_32)
+
+
+@njit(**NUMBA_OPTIONS)
+def _extremes_4(source, count, largest, least):
+    for k in range(count):
+        m0 = np.int32(source[4 * k] & MAGNITUDE_32)
+        m1 = np.int32(source[4 * k + 1] & MAGNITUDE_32)
+        m2 = np.int32(source[4 * k + 2] & MAGNITUDE_32)
+        m3 = np.int32(source[4 * k + 3] & MAGNITUDE_32)
+        largest[k] = max(max(m0, m1), max(m2, m3))
+        least[k] = min(min(_least_key(m0), _least_key(m1)), min(_least_key(m2), _least_key(m3)))
+
+
+@njit(**NUMBA_OPTIONS)
+def _extremes_2(source, count, largest, least):
+    for k in range(count):
+        m0 = np.int32(source[2 * k] & MAGNITUDE_32)
+        m1 = np.int32(source[2 * k + 1] & MAGNITUDE_32)
+        largest[k] = max(m0, m1)
+        least[k] = min(_least_key(m0), _least_key(m1))
+
+
+@njit(**NUMBA_OPTIONS)
+def _fold_4(largest, least, count, largest_out, least_out):
+    for k in range(count):
+        largest_out[k] = max(max(largest[4 * k], largest[4 * k + 1]), max(largest[4 * k + 2], largest[4 * k + 3]))
+        least_out[k] = min(min(least[4 * k], least[4 * k + 1]), min(least[4 * k + 2], least[4 * k + 3]))
+
+
+@njit(**NUMBA_OPTIONS)
+def _fold_2(largest, least, count, largest_out, least_out):
+    for k in range(count):
+        largest_out[k] = max(largest[2 * k], largest[2 * k + 1])
+        least_out[k] = min(least[2 * k], least[2 * k + 1])
+
+
+@njit(**NUMBA_OPTIONS)
+def block_extremes(source, blocks, block_size, largest_a, least_a, largest_b, least_b):
+    """Pass A: ``(largest, least)``, the largest magnitude (int32) and the least
+    nonzero magnitude less 1 (`_least_key`, uint32; all ones: none) of each of
+    the first `blocks` blocks of `source`, in the first `blocks` entries of one
+    of the two buffer pairs. Each fold is a loop of its own, out of place
+    (folding in place, LLVM could not rule out overlap and kept it scalar), and
+    with its factor a constant (a factor known only at run time left it scalar)."""
+    factor = 4 if block_size >= 4 else 2
+    count = blocks * (block_size // factor)
+    if factor == 4:
+        _extremes_4(source, count, largest_a, least_a)
+    else:
+        _extremes_2(source, count, largest_a, least_a)
+    width = block_size // factor
+    in_a = True
+    while width > 1:
+        factor = 4 if width >= 4 else 2
+        count //= factor
+        if in_a and factor == 4:
+            _fold_4(largest_a, least_a, count, largest_b, least_b)
+        elif in_a:
+            _fold_2(largest_a, least_a, count, largest_b, least_b)
+        elif factor == 4:
+            _fold_4(largest_b, least_b, count, largest_a, least_a)
+        else:
+            _fold_2(largest_b, least_b, count, largest_a, least_a)
+        in_a = not in_a
+        width //= factor
+    return (largest_a, least_a) if in_a else (largest_b, least_b)
+
+
+@njit(**NUMBA_OPTIONS)
+def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, element_max, low, top, largest_result,
+                 quantum):
+    """Pass B: for each of the first `blocks` blocks, from its `largest` and
+    `least` (`block_extremes`), its scale into `scales` (NaN for a NaN block),
+    the shift of its exponent field (``s << 23``) into `shifts` and its kind into
+    `kinds` (FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK: the comment
+    above), by `_round_piece`'s conditions: the block's results fit the fast
+    loop where its largest result and its least positive one (`largest_result`,
+    `quantum`) stay normal float32s after the shift back; its magnitudes lie in
+    the range where its largest shifted one is at most `top` and its least
+    nonzero one is a normal float32 whose shifted magnitude is at least `low`.
+    Returns the greatest kind (FAST_BLOCK: every block is fast)."""
+    worst = np.int64(FAST_BLOCK)
+    for b in range(blocks):
+        big = np.int64(largest[b])
+        small = np.int64(np.int32(wrapping_add(least[b], np.uint32(1))))  # 0: no nonzero magnitude
+        exponent = power_of_two_exponent(np.float64(bits_to_float32(np.int32(big))), block_params, element_max)
+        shift = np.int64(exponent) << 23
+        nan = big >= INF_32
+        scales[b] = np.nan if nan else power_of_two(exponent)
+        shifts[b] = np.int32(shift)
+        # the results of the fast loop are normal float32s (or zeros) after the shift back
+        results_fast = largest_result + shift < INF_32 and quantum + shift >= SMALLEST_NORMAL_32
+        # and every shifted magnitude lies in its range
+        range_fast = big - shift <= top and (small == 0 or (small >= SMALLEST_NORMAL_32 and small - shift >= low))
+        kind = NAN_BLOCK if nan else (
+            FAST_BLOCK if results_fast and range_fast else (SOME_ELEMENTS if results_fast else FLOAT64_BLOCK))
+        kinds[b] = kind
+        worst = max(worst, np.int64(kind))
+    return worst
+
+
+@njit(**NUMBA_OPTIONS)
+def _spread_4(values, count, out):
+    for k in range(count):
+        value = values[k]
+        out[4 * k] = value
+        out[4 * k + 1] = value
+        out[4 * k + 2] = value
+        out[4 * k + 3] = value
+
+
+@njit(**NUMBA_OPTIONS)
+def _spread_2(values, count, out):
+    for k in range(count):
+        value = values[k]
+        out[2 * k] = value
+        out[2 * k + 1] = value
+
+
+@njit(**NUMBA_OPTIONS)
+def spread(shifts, blocks, block_size, out_a, out_b):
+    """Pass C's first step: `shifts` (one per block, the first `blocks`) repeated
+    `block_size` times each, into one of the buffers (returned): `block_extremes`'
+    folds in reverse, each a loop of its own."""
+    values = shifts
+    count = blocks
+    width = block_size
+    in_a = True
+    while width > 1:
+        # a factor of 2 first (where log2 width is odd): the last, largest loop spreads by 4
+        factor = 4 if width & 0x55555555 else 2
+        out = out_a if in_a else out_b
+        if factor == 4:
+            _spread_4(values, count, out)
+        else:
+            _spread_2(values, count, out)
+        values = out
+        count *= factor
+        width //= factor
+        in_a = not in_a
+    return values
+
+
+@njit(**NUMBA_OPTIONS)
+def fix_blocks(source, target, blocks, block_size, kinds, shifts, low, top, element_params, mode, key, index,
+               rand_bits):
+    """Pass D: the blocks of the chunk `source` (its `blocks` blocks) that pass C
+    may have rounded wrongly, by their `kinds`: a NaN block's elements NaN, a
+    FLOAT64_BLOCK's elements in float64 (`round_in_float64`), and of a
+    SOME_ELEMENTS block the nonzero elements below the float32 normals or whose
+    shifted magnitude lies outside [`low`, `top`], in float64 too. Element ``a``
+    draws random number ``index + a``."""
+    for b in range(blocks):
+        kind = kinds[b]
+        if kind == FAST_BLOCK:
+            continue
+        first = b * block_size
+        stop = min(first + block_size, source.size)
+        if kind == NAN_BLOCK:
+            for a in range(first, stop):
+                target[a] = QUIET_NAN_32
+            continue
+        shift = np.int64(shifts[b])
+        exponent = shift >> 23
+        for a in range(first, stop):
+            magnitude = np.int64(source[a] & MAGNITUDE_32)
+            if kind == FLOAT64_BLOCK or (magnitude != 0 and (magnitude < SMALLEST_NORMAL_32 or magnitude - shift < low
+                                                              or magnitude - shift > top)):
+                target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
 
 
 def _fast_kernel(mode):
@@ -167,6 +401,65 @@ def _fast_kernel(mode):
         # it in every mode: the loop clamps y to it (else such blocks take float64)
         top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
         clamp = np.int32(high)
+        if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
+            largest_a, largest_b = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int32)
+            least_a, least_b = np.empty(CHUNK // 2, np.uint32), np.empty(CHUNK // 2, np.uint32)
+            block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
+            spread_a, spread_b = np.empty(CHUNK, np.int32), np.empty(CHUNK, np.int32)
+            for row in range(rows):
+                source_row, target_row, scales_row = source[row], target[row], scales[row]
+                for first in range(0, length, CHUNK):
+                    size = min(CHUNK, length - first)
+                    source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
+                    whole = size // block_size  # the blocks but a ragged last one
+                    blocks = -(-size // block_size)
+                    largest, least = block_extremes(source_chunk, whole, block_size, largest_a, least_a, largest_b,
+                                                    least_b)
+                    if whole < blocks:  # the row's ragged last block
+                        big, small = np.int32(0), ALL_ONES_32
+                        for a in range(whole * block_size, size):
+                            magnitude = np.int32(source_chunk[a] & MAGNITUDE_32)
+                            big, small = max(big, magnitude), min(small, _least_key(magnitude))
+                        largest[whole], least[whole] = big, small
+                    block0 = first // block_size
+                    worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
+                                         kinds, block_params, element_max, low, top, largest_result, quantum)
+                    shifts = spread(block_shifts, whole, block_size, spread_a, spread_b)
+                    for a in range(whole * block_size, size):
+                        shifts[a] = block_shifts[whole]
+                    index = offset + row * length + first
+                    span_first = 0
+                    while span_first < size:  # one span per 2**32 segment of the random counters
+                        counter = index + span_first
+                        span_stop = min(size, span_first + (SEGMENT_MASK + 1 - (counter & SEGMENT_MASK)))
+                        keys = (np.uint32(0), np.uint32(0))
+                        if mode >= STOCHASTIC:
+                            keys = segment_keys(key, np.uint64(counter) >> np.uint64(32))
+                        keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(counter & SEGMENT_MASK),
+                                                                              WEYL_32))
+                        # the loop over slices, from 0: over [span_first, span_stop) of the
+                        # chunk LLVM left it scalar (half the speed)
+                        source_span = source_chunk[span_first:span_stop]
+                        target_span = target_chunk[span_first:span_stop]
+                        shifts_span = shifts[span_first:span_stop]
+                        for a in range(source_span.size):
+                            bits = source_span[a]
+                            shift_32 = shifts_span[a]
+                            magnitude = np.int32(bits & MAGNITUDE_32)
+                            scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
+                                                                      if magnitude != 0 else np.int32(0)))
+                            random = (keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC
+                                      else np.uint64(0))
+                            keyed_high = wrapping_add(keyed_high, weyl_step)
+                            keyed_low = wrapping_add(keyed_low, weyl_step)
+                            rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
+                            rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
+                            target_span[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
+                        span_first = span_stop
+                    if worst != FAST_BLOCK:
+                        fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
+                                   element_params, mode, key, index, rand_bits)
+            return
         for row in range(rows):
             source_row, target_row = source[row], target[row]
             for block, first in enumerate(range(0, length, block_size)):
