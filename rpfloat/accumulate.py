@@ -60,8 +60,6 @@ from ._plan import overflow_policy, random_key, result_dtype
 __all__ = ["sum", "dot", "matmul"]
 
 _FLOAT64 = np.dtype(np.float64)
-# Fewer result columns than this leave the vectorised kernel's lanes mostly empty.
-_FAST_MIN_COLUMNS = 4
 _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
 _ORDERS = ("sequential", "pairwise", "kahan")
 _RAND_BITS = 64
@@ -281,7 +279,7 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
         _kernels.accumulate_kahan(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, exact_products, key,
                                   rand_bits)
     elif _fast.serves(product_setup[0], acc_setup[0], kind, order == "pairwise", exact_products, product_setup[2],
-                      acc_setup[2]) and out.shape[2] >= _FAST_MIN_COLUMNS:
+                      acc_setup[2]):
         # the common case, vectorised over outputs (same bits): sequential, exact products
         _fast.run(a_rows, b_rows, out, product_setup[0], acc_setup[0], acc_setup[1], mode, kind, key, rand_bits)
     else:
