@@ -6,29 +6,45 @@ kernel gives the same bits, in the same order of additions per output, with the
 loops turned so that the innermost one runs over independent outputs:
 
 * for a tile of ``TILE`` columns of the result and one row ``i`` of it, the
-  ``TILE`` accumulators advance together: for each ``k``, every product
-  ``a[i, k] * b[k, j]`` of the tile is rounded onto the product format (one
-  vector loop), then added to its accumulator and the sum rounded (another);
-* the rounding is ``fast_bits.fast_round_bits`` (branch-free on the fast range,
-  the same decisions as ``core.element.round_bits``), compiled with the mode as
-  a constant, so that LLVM rounds 8 float64 lanes per instruction (AVX-512);
-* every lane also reports whether its value lay outside the fast range (zero,
-  overflow, a format's subnormals the fast path does not serve) or whether the
-  float64 sum was inexact (``two_sum``'s residual is not 0): those few lanes are
-  rounded again, exactly, by ``accumulate.round_value`` / ``accumulate.round_exact``
-  before the next ``k``, as the general kernel rounds them;
-* a column tile of ``b`` (``n * TILE`` float64s) stays in a core's L2 cache
-  while every row of ``a`` passes over it.
+  ``TILE`` accumulators advance together: for each ``k`` one loop over the tile
+  rounds every product ``a[i, k] * b[k, j]`` onto the product format, adds it to
+  its accumulator and rounds the sum. A column tile of ``b`` (``n * TILE``
+  float64s) stays in a core's L2 cache while every row of ``a`` passes over it.
+* Lanes round branch-free, with the mode and the variant as constants of the
+  kernel, so that LLVM vectorises the loop: nearest onto formats whose every
+  spacing is a float64 normal by adding a power of two (``fast_nearest_float``),
+  other modes onto floating-point formats by one bias and mask for normal
+  magnitudes (`_round_uniform`), and anything else with a fast range by
+  ``fast_bits.fast_round_bits``. Stochastic lanes draw their random numbers in
+  32-bit loops of their own, from per-lane keys drawn once per row of a tile.
+* Each lane's range keys are reduced (least and greatest over the loop) and its
+  float64 residual or-ed, so the loop has no branch; after it one test says
+  whether every lane was served: no overflow, infinity, NaN or magnitude below
+  the variant's range (zeros are in range), and no inexact float64 sum that the
+  rounding would see. For the deterministic modes an inexact sum ``fl(z)`` only
+  matters where it lands on what the mode decides on (a midpoint of the grid for
+  nearest, a value of it otherwise), as no format value or midpoint lies strictly
+  between z and fl(z); with nearest, products rounded onto a format contained in
+  the accumulator's and ``53 >= 2p + 2`` (Figueroa), the float64 sum needs no
+  residual at all.
+* A row of a tile with a lane that was not served (or whose random counters
+  straddle a 2**32 segment of the stream) is marked and left; a second kernel,
+  compiled only when first needed, redoes those rows from their first term with
+  the exact rounding of ``accumulate.round_exact`` wherever the fast path does
+  not serve a lane.
 
 It serves the sequential order with products that float64 holds exactly (the
 caller checks), kinds SUM, PRODUCT and FUSED (with exact products a fused
 multiply-add is the sum of the exact product), and formats without the rounding
-kernel's rare paths whose fast range is not empty; every other case takes the
-general kernel. Random counters are the general kernel's (``accumulate``'s
-module docstring): lane ``j`` of row ``r`` is output ``o = r * cols + j``.
+kernel's rare paths whose fast range is not empty (`serves`); every other case
+takes the general kernel. Random counters are the general kernel's
+(``accumulate``'s module docstring): lane ``j`` of row ``r`` is output ``o =
+first_output + r * cols + j``.
 
-Rows are independent, so ``run`` hands ranges of rows to threads; each kernel
-call releases the GIL.
+Rows are independent, so `run` hands ranges of rows to threads; each kernel
+call releases the GIL. Kernels are closures over numbers only: numba's cache key
+of a closure hashes its cells, and a function in a cell pickles differently in
+every process (each process would compile the kernel again).
 """
 from __future__ import annotations
 
