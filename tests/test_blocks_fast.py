@@ -81,3 +81,25 @@ def test_rp_round_takes_the_fast_kernel_for_float32_rows():
             got = rp.round(x, name, mode, rng=3)
             want = rp.round(x.astype(np.float64), name, mode, rng=3)
             np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat(rp.FixedFormat(8, 0)), rp.ScaledFormat("e4m3"),
+                                 rp.ScaledFormat("e2m1", block_size=7), rp.ScaledFormat("e4m3", block_size=5000)],
+                         ids=repr)
+def test_pieces_with_a_few_elements_below_the_fast_range(fmt):
+    """Long blocks (pieces of 4096) and short ones not a power of two: the fast
+    loop, then the few elements below its range (tiny or subnormal next to large
+    ones, in stochastic rounding anything below about 2**-8 of the element's
+    spacing) again in float64."""
+    rng = np.random.default_rng(17)
+    x = rng.standard_normal((2, 3 * 4096 + 5)).astype(np.float32)
+    picks = rng.random(x.shape) < 0.002
+    x[picks] = (rng.standard_normal(picks.sum()) * 2.0 ** rng.integers(-40, -10, picks.sum())).astype(np.float32)
+    x[1, 4100] = 1e-40
+    x[1, 9000] = -0.0
+    for mode in layout.ALL_MODES:
+        (fast, fast_scales), (general, general_scales) = _run_both(x, fmt, mode, 11, 64)
+        bad = np.flatnonzero(fast.view(np.uint32) != general.view(np.uint32))
+        assert bad.size == 0, (f"{fmt!r} mode {mode}: {bad.size} differ, e.g. x={x.ravel()[bad[:3]]!r} "
+                               f"fast={fast.ravel()[bad[:3]]!r} general={general.ravel()[bad[:3]]!r}")
+        np.testing.assert_array_equal(fast_scales, general_scales)

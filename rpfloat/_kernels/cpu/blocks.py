@@ -109,11 +109,13 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
 # back (exact while the result is normal or zero). The block's pass for its max
 # also finds its least nonzero magnitude (a long block: each piece of PIECE
 # elements, in a pass of its own), and a block or piece takes the fast loop where
-# both ends lie in that range (and its random counters stay in one 2**32
-# segment); else the float64 loop of `round_blocks` rounds it. Eight float32
-# lanes per vector, no per-element test. Blocks of a power of two elements up
-# to CHUNK (MX formats: 32) take the chunked passes below instead, with the
-# same decisions element by element.
+# its results stay normal and its max lies in that range (and its random
+# counters stay in one 2**32 segment), then, where its least nonzero magnitude
+# lies below the range, the elements below it again in float64 (`round_blocks`'
+# arithmetic); else the float64 loop rounds all of it. Eight float32 lanes per
+# vector, no per-element test. Blocks of a power of two elements up to CHUNK
+# (MX formats: 32) take the chunked passes below instead, with the same
+# decisions element by element.
 
 SMALLEST_NORMAL_32 = np.int32(0x00800000)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
@@ -139,11 +141,14 @@ def round_in_float64(bits, exponent, element_params, mode, key, counter, rand_bi
 def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, params, element_params, mode, key,
                  index, rand_bits, multipliers, weyl_step):
     """Round a block, or a piece of a long one, whose least nonzero magnitude is
-    `least`: in the fast loop where it and the block allow (`block_fast`), else
-    in float64. Element ``a`` draws random number ``index + a``."""
+    `least`: in the fast loop where the block allows (`block_fast`), else in
+    float64. Where `least` lies below the fast range, the elements below it
+    are rounded again in float64 after the fast loop (as a rule few: the
+    stochastic range of an int8 element, say, starts at 2**-8). Element ``a``
+    draws random number ``index + a``."""
     shift_32 = np.int32(shift)
-    fast = (block_fast and (least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low))
-            and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1)
+    low_fast = least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low)
+    fast = block_fast and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1
     if fast:
         keys = (np.uint32(0), np.uint32(0))
         if mode >= STOCHASTIC:
@@ -161,6 +166,11 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
             rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
             rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
             target[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
+        if not low_fast:
+            for a in range(source.size):
+                magnitude = np.int64(source[a] & MAGNITUDE_32)
+                if magnitude != 0 and (magnitude < SMALLEST_NORMAL_32 or magnitude - shift < low):
+                    target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
     else:  # in float64
         for a in range(source.size):
             target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
