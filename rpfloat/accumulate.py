@@ -280,8 +280,9 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
                                   rand_bits)
     elif _fast.serves(product_setup[0], acc_setup[0], kind, order == "pairwise", exact_products, product_setup[2],
                       acc_setup[2]):
-        # the common case, vectorised over outputs (same bits): sequential, exact products
-        _fast.run(a_rows, b_rows, out, product_setup[0], acc_setup[0], acc_setup[1], mode, kind, key, rand_bits)
+        # the common case, vectorised over outputs (same bits): exact products
+        _fast.run(a_rows, b_rows, out, product_setup[0], acc_setup[0], acc_setup[1], mode, kind, key, rand_bits,
+                  pairwise=order == "pairwise")
     else:
         _kernels.accumulate(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, order == "pairwise",
                             exact_products, key, rand_bits)

@@ -61,7 +61,7 @@ def float32_data(shape, seed, spread=4, specials=0.0):
     return values.astype(np.float32).astype(np.float64)
 
 
-def both(a, b, fmt, acc, mode, kind, key=11, rand_bits=64):
+def both(a, b, fmt, acc, mode, kind, key=11, rand_bits=64, order="sequential"):
     """(fast, general) results of the reduction, as the API would call them."""
     fmt_bounded = bounded_format(rp.format(fmt), np.float32)
     acc_bounded = bounded_format(rp.format(acc), np.float32)
@@ -71,40 +71,45 @@ def both(a, b, fmt, acc, mode, kind, key=11, rand_bits=64):
     mode_number = int(Mode[mode.upper()])
     expected = np.zeros((a.shape[0], a.shape[1], b.shape[2]))
     general.accumulate(a, b, expected, product_params, product_midpoints, product_general, acc_params,
-                       acc_midpoints, acc_general, mode_number, kind, False, True, np.uint64(key), rand_bits)
+                       acc_midpoints, acc_general, mode_number, kind, order == "pairwise", True, np.uint64(key),
+                       rand_bits)
     actual = np.full_like(expected, 12345.0)
-    fast.run(a, b, actual, product_params, acc_params, acc_midpoints, mode_number, kind, key, rand_bits)
+    fast.run(a, b, actual, product_params, acc_params, acc_midpoints, mode_number, kind, key, rand_bits,
+             pairwise=order == "pairwise")
     return actual, expected
 
 
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt, acc", PAIRS, ids=lambda f: getattr(f, "name", None) or str(f))
-def test_products_and_sums_match_the_general_kernel(fmt, acc, mode):
+def test_products_and_sums_match_the_general_kernel(fmt, acc, mode, order):
     a = float32_data((2, 5, 37), seed=1)
     b = float32_data((2, 37, 150), seed=2)  # two column tiles, the second partial
-    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT))
+    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT, order=order))
 
 
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("kind", ["fused", "sum"])
-def test_fused_and_sum_kinds_match(kind, mode):
+def test_fused_and_sum_kinds_match(kind, mode, order):
     a = float32_data((1, 4, 50), seed=3)
     if kind == "sum":
         a = np.ones((1, 1, 50))
     b = float32_data((1, 50, 40), seed=4)
-    assert_same(*both(a, b, "bfloat16", "bfloat16", mode, KINDS[kind]))
-    assert_same(*both(a, b, "e4m3", "float16", mode, KINDS[kind]))
+    assert_same(*both(a, b, "bfloat16", "bfloat16", mode, KINDS[kind], order=order))
+    assert_same(*both(a, b, "e4m3", "float16", mode, KINDS[kind], order=order))
 
 
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("fmt, acc", PAIRS[:6], ids=str)
-def test_rare_paths_overflow_nan_inf_subnormals(fmt, acc, mode):
+def test_rare_paths_overflow_nan_inf_subnormals(fmt, acc, mode, order):
     """Products and sums beyond the format's range, infinities and NaNs, values
     below min_normal: lanes the fast path leaves to the exact one."""
     a = float32_data((1, 6, 30), seed=5, spread=40, specials=0.05)
     b = float32_data((1, 30, 20), seed=6, spread=40, specials=0.05)
-    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT))
-    assert_same(*both(a, b, fmt, acc, mode, general.FUSED))
+    assert_same(*both(a, b, fmt, acc, mode, general.PRODUCT, order=order))
+    assert_same(*both(a, b, fmt, acc, mode, general.FUSED, order=order))
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -154,16 +159,17 @@ def test_rand_bits(rand_bits):
     acc_format=st.tuples(st.integers(2, 8), st.integers(1, 23)),
     mode=st.sampled_from(MODES),
     kind=st.sampled_from(["product", "fused"]),
-    shape=st.tuples(st.integers(1, 4), st.integers(1, 30), st.integers(1, 140)),
+    order=st.sampled_from(["sequential", "pairwise"]),
+    shape=st.tuples(st.integers(1, 4), st.integers(1, 70), st.integers(1, 140)),
     seed=st.integers(0, 2**32 - 1),
 )
-def test_random_formats_match(product_format, acc_format, mode, kind, shape, seed):
+def test_random_formats_match(product_format, acc_format, mode, kind, order, shape, seed):
     rows, n, cols = shape
     a = float32_data((1, rows, n), seed, spread=6, specials=0.02)
     b = float32_data((1, n, cols), seed + 1, spread=6, specials=0.02)
     fmt = rp.FloatFormat(*product_format)
     acc = rp.FloatFormat(*acc_format)
-    assert_same(*both(a, b, fmt, acc, mode, KINDS[kind], key=seed))
+    assert_same(*both(a, b, fmt, acc, mode, KINDS[kind], key=seed, order=order))
 
 
 @pytest.mark.parametrize("mode", ["stochastic", "stochastic_equal"])

@@ -104,35 +104,40 @@ _pool = None
 _pool_lock = threading.Lock()
 
 
-def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits, first_output=0):
-    """``out[g, i, j]``: the sequential rounded reduction of ``a[g, i, :] * b[g, :, j]``
-    (arrays as for ``accumulate.accumulate``), on numba's thread count where the
-    product is large. The caller has checked that this kernel serves the case
-    (`serves`).
+def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, rand_bits, first_output=0,
+        pairwise=False):
+    """``out[g, i, j]``: the rounded reduction of ``a[g, i, :] * b[g, :, j]`` in
+    sequential or `pairwise` order (arrays as for ``accumulate.accumulate``), on
+    numba's thread count where the product is large. The caller has checked that
+    this kernel serves the case (`serves`).
 
     `first_output`: the output index of ``out[0, 0, 0]`` in a larger whole (its
     random counters), 0 for a whole product."""
     mode = int(mode)
     rounding = _lane_rounding(product_params, acc_params, mode)
     plain_sums = rounding == ADDING and kind == PRODUCT and _sums_round_once(product_params, acc_params)
-    variant = (mode, int(kind == PRODUCT), rounding, plain_sums)
+    # pairwise merges add two accumulator values: double rounding to nearest is harmless where 53 >= 2p + 2
+    plain_merges = rounding == ADDING and 2 * (acc_params[P_MAN_BITS] + 1) + 2 <= 53
+    pairwise = bool(pairwise)
     groups, rows, n = a.shape
     total_rows = groups * rows
     pending = np.zeros((total_rows, -(-out.shape[2] // TILE)), dtype=np.uint8)
     arguments = (a, b, out, pending, product_params, acc_params, acc_midpoints, np.uint64(key), int(rand_bits),
                  int(first_output), mode, kind == PRODUCT)
     threads = 1 if total_rows * n * out.shape[2] < PARALLEL_THRESHOLD else min(numba.get_num_threads(), total_rows)
-    _on_threads(_kernel(*variant, False), arguments, total_rows, threads)
+    fast = _kernel(mode, int(kind == PRODUCT), rounding, plain_sums and not pairwise, False, pairwise,
+                   plain_merges and pairwise)
+    _on_threads(fast, arguments, total_rows, threads)
     if pending.any():  # rare: some outputs need an exact rounding on the way, from their first term
-        # (every variant gives the same bits: one exact kernel, mode and kind given at run time, serves them all)
-        _on_threads(_kernel(RUNTIME, RUNTIME, BITS, False, True), arguments, total_rows, threads)
+        # (every variant gives the same bits: one exact kernel per order, mode and kind given at run time)
+        _on_threads(_kernel(RUNTIME, RUNTIME, BITS, False, True, pairwise, False), arguments, total_rows, threads)
 
 
 def serves(product_params, acc_params, kind, pairwise, exact_products, product_general, acc_general):
     """Whether `run` serves this reduction (else ``accumulate.accumulate`` does):
-    sequential order, products exact in float64, no rare path of the rounding
-    kernel, and a fast range in both formats."""
-    return (exact_products and not pairwise and not product_general and not acc_general
+    products exact in float64, no rare path of the rounding kernel, and a fast
+    range in both formats (either order)."""
+    return (exact_products and not product_general and not acc_general
             and all(params[P_FAST_DROP_MIN] >= 0 and _has_fast_range(params) for params in (product_params, acc_params)))
 
 
@@ -201,10 +206,10 @@ def compiled_kernels():
 _KERNELS = {}
 
 
-def _kernel(mode, product, rounding, plain_sums, exact_lanes):
+def _kernel(mode, product, rounding, plain_sums, exact_lanes, pairwise, plain_merges):
     """The kernel for these constants (`mode` and `product` may be RUNTIME: the
     kernel's arguments), compiled at its first use."""
-    variant = (mode, product, rounding, plain_sums, exact_lanes)
+    variant = (mode, product, rounding, plain_sums, exact_lanes, pairwise, plain_merges)
     if variant not in _KERNELS:
         if mode not in ALL_MODES + (RUNTIME,):
             raise ValueError(f"unknown mode number {mode}")
@@ -376,8 +381,8 @@ _STEP_BITS, _STEP_ADDING, _STEP_UNIFORM = (_make_step(rounding) for rounding in 
 
 
 @njit(**NUMBA_OPTIONS)
-def _exact_step(acc, updated, j, term, k, product_params, product_low, product_high, acc_params, acc_midpoints,
-                acc_low, acc_high, key, first_counter, step, rand_bits, mode, product, rounding):
+def _exact_step(acc, updated, j, term, first, product_params, product_low, product_high, acc_params, acc_midpoints,
+                acc_low, acc_high, key, first_counter, product_step, step, rand_bits, mode, product, rounding):
     """Lane `j`'s step ``k`` again where the fast path did not serve it (its range
     keys outside the limits, or a residual): the product rounded by
     ``accumulate.round_value`` (the fast path's value where it served it), the sum
@@ -390,9 +395,9 @@ def _exact_step(acc, updated, j, term, k, product_params, product_low, product_h
         bits = float64_to_bits(term)
         redo = _outside(bits, product_params, product_low, product_high, zero_ok, rounding)
         if stochastic:
-            random = random_bits(key, first_counter + 3 * k)
+            random = random_bits(key, first_counter + product_step)
         term = bits_to_float64(round_value(bits, product_params, mode, random, rand_bits))
-    if k == 0:
+    if first:
         total, residual = term, 0.0
     else:
         total, residual = two_sum(acc[j], term)
@@ -402,7 +407,40 @@ def _exact_step(acc, updated, j, term, k, product_params, product_low, product_h
         updated[j] = round_exact(total, residual, acc_params, acc_midpoints, mode, random, rand_bits)
 
 
-def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_lanes):
+@njit(inline="always", **NUMBA_OPTIONS)
+def _fill_halves(halves, weyl_high, weyl_low, width, product_step, sum_step, product):
+    """The random halves of one step's roundings (counters ``first + product_step``
+    and ``first + sum_step`` of every lane), in 32-bit loops of their own (8 lanes)."""
+    if product:
+        product_weyl = wrapping_mul(np.uint32(product_step), WEYL_32)
+        for j in range(width):
+            halves[0, j] = mix_high(wrapping_add(weyl_high[j], product_weyl), MULTIPLIERS)
+        for j in range(width):
+            halves[1, j] = mix_low(wrapping_add(weyl_low[j], product_weyl), MULTIPLIERS)
+    sum_weyl = wrapping_mul(np.uint32(sum_step), WEYL_32)
+    for j in range(width):
+        halves[2, j] = mix_high(wrapping_add(weyl_high[j], sum_weyl), MULTIPLIERS)
+    for j in range(width):
+        halves[3, j] = mix_low(wrapping_add(weyl_low[j], sum_weyl), MULTIPLIERS)
+
+
+@njit(**NUMBA_OPTIONS)
+def _served(seen, product_low, product_high, acc_low, acc_high):
+    """Whether every lane of a step was served (`seen`: the step's reductions)."""
+    return not (seen[0] < product_low or seen[1] > product_high or seen[2] < acc_low or seen[3] > acc_high
+                or seen[4] != 0)
+
+
+@njit(**NUMBA_OPTIONS)
+def _popcount(k):
+    count = 0
+    while k:
+        k &= k - 1
+        count += 1
+    return count
+
+
+def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_lanes, pairwise, plain_merges):
     # stochastic, fast kernel: each lane's segment keys, drawn once per row of a tile
     keyed = mode_constant in (STOCHASTIC, STOCHASTIC_EQUAL) and not exact_lanes
 
@@ -421,6 +459,7 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
         weyl_high = np.zeros(TILE, dtype=np.uint32)
         weyl_low = np.zeros(TILE, dtype=np.uint32)
         halves = np.zeros((4, TILE), dtype=np.uint32)  # product high, low; sum high, low
+        stack = np.zeros((64 if pairwise else 0, TILE), dtype=np.float64)  # pairwise: partial sums per level
         stride = np.int64(3) * n  # counters per output
         for tile, start in enumerate(range(0, cols, TILE)):
             width = min(TILE, cols - start)
@@ -441,68 +480,148 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                     if crossing:  # an output's counters straddle two segments: left to the other kernel
                         pending[r, tile] = 1
                         continue
-                for k in range(n):
-                    x = a[g, i, k]
-                    row = b[g, k, start:start + width]
-                    sum_step = 1 if k == 0 else 3 * k - 1  # the counter of the sum's rounding
-                    if keyed:  # the step's random numbers, in 32-bit loops of their own (8 lanes)
-                        product_weyl = wrapping_mul(np.uint32(3 * k), WEYL_32)
-                        sum_weyl = wrapping_mul(np.uint32(sum_step), WEYL_32)
-                        for j in range(width):
-                            halves[0, j] = mix_high(wrapping_add(weyl_high[j], product_weyl), MULTIPLIERS)
-                        for j in range(width):
-                            halves[1, j] = mix_low(wrapping_add(weyl_low[j], product_weyl), MULTIPLIERS)
-                        for j in range(width):
-                            halves[2, j] = mix_high(wrapping_add(weyl_high[j], sum_weyl), MULTIPLIERS)
-                        for j in range(width):
-                            halves[3, j] = mix_low(wrapping_add(weyl_low[j], sum_weyl), MULTIPLIERS)
-                    # the least low key and the greatest high key of the products and the
-                    # sums, and the residuals' bits or-ed: whether every lane was served
-                    seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
-                    # one call per variant and first step: constants, pruned before typing
-                    if rounding == ADDING:
+                if not pairwise:
+                    for k in range(n):
+                        x = a[g, i, k]
+                        row = b[g, k, start:start + width]
+                        sum_step = 1 if k == 0 else 3 * k - 1  # the counter of the sum's rounding
+                        if keyed:
+                            _fill_halves(halves, weyl_high, weyl_low, width, 3 * k, sum_step, product)
+                        # the least low key and the greatest high key of the products and the
+                        # sums, and the residuals' bits or-ed: whether every lane was served
+                        seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
+                        # one call per variant and first step: constants, pruned before typing
                         if k == 0:
-                            seen = _STEP_ADDING(
-                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
+                                if rounding == ADDING:
+                                    seen = _STEP_ADDING(
+                                        True, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == UNIFORM:
+                                    seen = _STEP_UNIFORM(
+                                        True, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                else:
+                                    seen = _STEP_BITS(
+                                        True, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
                         else:
-                            seen = _STEP_ADDING(
-                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
-                    elif rounding == UNIFORM:
-                        if k == 0:
-                            seen = _STEP_UNIFORM(
-                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
-                        else:
-                            seen = _STEP_UNIFORM(
-                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
-                    else:
-                        if k == 0:
-                            seen = _STEP_BITS(
-                                True, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
-                        else:
-                            seen = _STEP_BITS(
-                                False, acc, updated, row, x, width, seen, product_params, product_low, acc_params,
-                                acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode, product,
-                                plain_sums, keyed)
-                    if (seen[0] < product_low or seen[1] > product_high or seen[2] < acc_low
-                            or seen[3] > acc_high or seen[4] != 0):
-                        if not exact_lanes:  # left to the kernel with exact lanes
-                            pending[r, tile] = 1
+                                if rounding == ADDING:
+                                    seen = _STEP_ADDING(
+                                        False, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == UNIFORM:
+                                    seen = _STEP_UNIFORM(
+                                        False, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                else:
+                                    seen = _STEP_BITS(
+                                        False, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                        if not _served(seen, product_low, product_high, acc_low, acc_high):
+                            if not exact_lanes:  # left to the kernel with exact lanes
+                                pending[r, tile] = 1
+                                break
+                            for j in range(width):
+                                _exact_step(acc, updated, j, x * row[j], k == 0, product_params, product_low,
+                                            product_high, acc_params, acc_midpoints, acc_low, acc_high, key,
+                                            base + stride * j, 3 * k, sum_step, rand_bits, mode, product, rounding)
+                        acc, updated = updated, acc
+                else:  # pairwise: every lane enters and merges at the same steps
+                    # each merge adds `updated` (the value) to a stack level into `acc`, then swaps
+                    failed = False
+                    for k in range(n + 1):
+                        if k < n:  # term k is rounded into the accumulator format: the value
+                            x = a[g, i, k]
+                            row = b[g, k, start:start + width]
+                            if keyed:
+                                _fill_halves(halves, weyl_high, weyl_low, width, 3 * k, 3 * k + 1, product)
+                            seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
+                            if rounding == ADDING:
+                                seen = _STEP_ADDING(
+                                    True, acc, updated, row, x, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
+                                    product, plain_sums, keyed)
+                            elif rounding == UNIFORM:
+                                seen = _STEP_UNIFORM(
+                                    True, acc, updated, row, x, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
+                                    product, plain_sums, keyed)
+                            else:
+                                seen = _STEP_BITS(
+                                    True, acc, updated, row, x, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
+                                    product, plain_sums, keyed)
+                            if not _served(seen, product_low, product_high, acc_low, acc_high):
+                                if not exact_lanes:
+                                    failed = True
+                                    break
+                                for j in range(width):
+                                    _exact_step(acc, updated, j, x * row[j], True, product_params, product_low,
+                                                product_high, acc_params, acc_midpoints, acc_low, acc_high, key,
+                                                base + stride * j, 3 * k, 3 * k + 1, rand_bits, mode, product,
+                                                rounding)
+                            additions = k - _popcount(k)  # merges before this term's
+                            level = 0
+                        else:  # the end: the value is the lowest level left, merged upward
+                            additions = n - _popcount(n)
+                            level = 0
+                            while (n >> level) & 1 == 0:
+                                level += 1
+                            for j in range(width):
+                                updated[j] = stack[level, j]
+                            level += 1
+                        while level < 64:
+                            if k < n and (k >> level) & 1 == 0:
+                                break  # the value goes onto the stack at this level
+                            if k == n and (n >> level) & 1 == 0:
+                                level += 1
+                                continue
+                            merge_step = 3 * additions + 2
+                            if keyed:
+                                _fill_halves(halves, weyl_high, weyl_low, width, 0, merge_step, False)
+                            seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
+                            level_row = stack[level]
+                            if rounding == ADDING:
+                                seen = _STEP_ADDING(
+                                    False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
+                                    False, plain_merges, keyed)
+                            elif rounding == UNIFORM:
+                                seen = _STEP_UNIFORM(
+                                    False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
+                                    False, plain_merges, keyed)
+                            else:
+                                seen = _STEP_BITS(
+                                    False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
+                                    False, plain_merges, keyed)
+                            if not _served(seen, product_low, product_high, acc_low, acc_high):
+                                if not exact_lanes:
+                                    failed = True
+                                    break
+                                for j in range(width):
+                                    _exact_step(level_row, acc, j, updated[j], False, product_params, product_low,
+                                                product_high, acc_params, acc_midpoints, acc_low, acc_high, key,
+                                                base + stride * j, 0, merge_step, rand_bits, mode, False, rounding)
+                            acc, updated = updated, acc
+                            additions += 1
+                            level += 1
+                        if failed:
                             break
-                        for j in range(width):
-                            _exact_step(acc, updated, j, x * row[j], k, product_params, product_low, product_high,
-                                        acc_params, acc_midpoints, acc_low, acc_high, key, base + stride * j,
-                                        sum_step, rand_bits, mode, product, rounding)
-                    acc, updated = updated, acc
+                        if k < n:
+                            for j in range(width):
+                                stack[level, j] = updated[j]
+                    if failed:
+                        pending[r, tile] = 1
+                    for j in range(width):
+                        acc[j] = updated[j]
                 for j in range(width):
                     out[g, i, start + j] = acc[j]
                     acc[j] = 0.0
