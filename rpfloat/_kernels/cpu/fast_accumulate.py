@@ -1,4 +1,4 @@
-"""Sequential rounded accumulation, vectorised: the common case of ``rp.matmul``,
+"""Rounded accumulation, vectorised over outputs: the common case of ``rp.matmul``,
 ``rp.dot`` and ``rp.sum`` at a useful speed.
 
 ``accumulate.accumulate`` rounds the steps of one output after another's; this
@@ -33,11 +33,17 @@ loops turned so that the innermost one runs over independent outputs:
   the exact rounding of ``accumulate.round_exact`` wherever the fast path does
   not serve a lane.
 
-It serves the sequential order with products that float64 holds exactly (the
-caller checks), kinds SUM, PRODUCT and FUSED (with exact products a fused
-multiply-add is the sum of the exact product), and formats without the rounding
-kernel's rare paths whose fast range is not empty (`serves`); every other case
-takes the general kernel. Random counters are the general kernel's
+The pairwise order runs the same way: every output enters term k and merges
+with the levels of its stack at the same steps (one merge per trailing 1 bit of
+k, then the levels left at the end, smallest first), so each entry and each
+merge is one loop over the tile; merges add two accumulator values, whose float64
+sum needs no residual for nearest where ``53 >= 2p + 2``.
+
+It serves both orders with products that float64 holds exactly (the caller
+checks), kinds SUM, PRODUCT and FUSED (with exact products a fused multiply-add
+is the sum of the exact product), and formats without the rounding kernel's rare
+paths whose fast range is not empty (`serves`); every other case (Kahan's order,
+``block_k``) takes the general kernels. Random counters are the general kernel's
 (``accumulate``'s module docstring): lane ``j`` of row ``r`` is output ``o =
 first_output + r * cols + j``.
 
