@@ -433,7 +433,8 @@ def _accumulate_sequential(a, b, out, product_params, acc_params, acc_midpoints,
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _popcount(k):
+def popcount(k):
+    """The number of 1 bits of the int `k` >= 0."""
     count = 0
     while k:
         k &= k - 1
@@ -457,7 +458,7 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
             first_output = (g * rows + i) * cols
             for k in range(n):
                 x = a[g, i, k]
-                merges_before = k - _popcount(k)
+                merges_before = k - popcount(k)
                 for j in range(cols):
                     base = np.int64(3) * n * (first_output + j)
                     if exact_products:
@@ -506,7 +507,7 @@ def _accumulate_general(a, b, out, product_params, product_midpoints, product_ge
                     lowest += 1
                 for j in range(cols):
                     base = np.int64(3) * n * (first_output + j)
-                    t = n - _popcount(n)
+                    t = n - popcount(n)
                     value = stack[j, lowest]
                     for level in range(lowest + 1, 64):
                         if (n >> level) & 1 == 1:

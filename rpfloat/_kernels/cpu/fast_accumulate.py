@@ -72,7 +72,7 @@ from ..core.bits import wrapping_add, wrapping_mul
 from ..core.stream import (
     MULTIPLIERS, WEYL_32, joined, keyed_weyl, mix_high, mix_low, random_bits, segment_keys, top_bits_mask_64,
 )
-from .accumulate import MIDPOINTS_TYPE, PRODUCT, round_exact, round_value, two_sum
+from .accumulate import MIDPOINTS_TYPE, PRODUCT, popcount, round_exact, round_value, two_sum
 from .environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from .fast_bits import fast_round_bits
 from .fast_nearest_float import nearest_by_adding
@@ -437,15 +437,6 @@ def _served(seen, product_low, product_high, acc_low, acc_high):
                 or seen[4] != 0)
 
 
-@njit(**NUMBA_OPTIONS)
-def _popcount(k):
-    count = 0
-    while k:
-        k &= k - 1
-        count += 1
-    return count
-
-
 def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_lanes, pairwise, plain_merges):
     # stochastic, fast kernel: each lane's segment keys, drawn once per row of a tile
     keyed = mode_constant in (STOCHASTIC, STOCHASTIC_EQUAL) and not exact_lanes
@@ -572,10 +563,10 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                                                 product_high, acc_params, acc_midpoints, acc_low, acc_high, key,
                                                 base + stride * j, 3 * k, 3 * k + 1, rand_bits, mode, product,
                                                 rounding)
-                            additions = k - _popcount(k)  # merges before this term's
+                            additions = k - popcount(k)  # merges before this term's
                             level = 0
                         else:  # the end: the value is the lowest level left, merged upward
-                            additions = n - _popcount(n)
+                            additions = n - popcount(n)
                             level = 0
                             while (n >> level) & 1 == 0:
                                 level += 1
