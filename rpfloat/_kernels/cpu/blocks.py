@@ -176,18 +176,20 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
             target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
 
 
-# -- the fast kernel's chunks: blocks of a power of two elements, 2 to CHUNK --
+# -- the fast kernel's chunks: blocks of a power of two elements, LANES to CHUNK --
 #
 # Rounding block by block runs two loops of `block_size` elements per block
 # (its extremes, then its elements): for blocks of 32, their setup, remainder
 # and reductions cost more than the rounding. So a row is taken CHUNK elements
 # (CHUNK / block_size whole blocks) at a time, which stay in cache, in passes
-# that each are one long loop that LLVM vectorises:
+# whose loops LLVM vectorises without a setup per block:
 #
 # A. every block's largest magnitude and least nonzero one (`block_extremes`):
 #    the chunk folded four (or two) elements at a time, each fold a loop over
 #    the whole chunk (``m[k] = max(x[4k], x[4k+1], x[4k+2], x[4k+3])``), until
-#    one value per block is left: log4(block_size) loops, not one per block;
+#    one value per block is left: three loops for blocks of 32, not one per
+#    block (numba turns LLVM's SLP vectoriser off, and a loop of a constant 32
+#    reductions is unrolled into scalar code before the loop vectoriser runs);
 # B. every block's scale, shift and kind (`scale_blocks`), one loop over the
 #    blocks: FAST_BLOCK where `_round_piece` takes its fast loop; SOME_ELEMENTS
 #    where the block's results fit the fast loop but some of its shifted
@@ -195,9 +197,13 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    range starts high; above it: a block max that rounds past the element's
 #    max, as for mxint8); FLOAT64_BLOCK where the results do not fit (extreme
 #    scales); NAN_BLOCK;
-# C. the shifts spread to one per element (`spread`: the folds in reverse),
-#    then every element of the chunk rounded in one loop (the fast loop of
-#    `_round_piece`, each element with its block's shift), whatever its block;
+# C. every element of the chunk rounded (the fast loop of `_round_piece`),
+#    whatever its block, in runs of LANES elements with their block's shift:
+#    a loop of a constant count and a large body, which LLVM vectorises whole,
+#    with no setup, remainder or runtime checks per run (one loop over the
+#    chunk would need a shift per element, spread from the blocks' at about
+#    the cost of the extremes). A ragged last block's elements after its last
+#    full run take `_round_piece` itself;
 # D. the blocks that are not FAST_BLOCK, again (`fix_blocks`): NaN blocks
 #    NaN, every element of a FLOAT64_BLOCK and the elements outside the range
 #    of a SOME_ELEMENTS block in float64 (`round_in_float64`).
@@ -205,10 +211,12 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 # So every element gets the bits `_round_piece` gives it: the fast loop where
 # its shifted magnitude lies in the range and its block's results fit (the
 # conditions of that loop, element by element), else float64; the two agree
-# wherever the fast loop may run (the tests hold them to it). Where a chunk's
-# random counters cross a 2**32 segment, its loop C runs in two spans.
+# wherever the fast loop may run (the tests hold them to it). A chunk whose
+# random counters cross a 2**32 segment (once in 2**32 elements) is rounded in
+# float64 (pass D).
 
 CHUNK = 4096
+LANES = 32  # the elements of a run in loop C, and the least block size of a chunk
 FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK = range(4)
 ALL_ONES_32 = np.uint32(0xFFFFFFFF)
 
@@ -216,7 +224,7 @@ ALL_ONES_32 = np.uint32(0xFFFFFFFF)
 @njit(**NUMBA_OPTIONS)
 def chunked(block_size):
     """Whether the fast kernel rounds blocks of `block_size` in chunks."""
-    return 2 <= block_size <= CHUNK and block_size & (block_size - 1) == 0
+    return LANES <= block_size <= CHUNK and block_size & (block_size - 1) == 0
 
 
 @njit(**NUMBA_OPTIONS)
@@ -235,15 +243,6 @@ def _extremes_4(source, count, largest, least):
         m3 = np.int32(source[4 * k + 3] & MAGNITUDE_32)
         largest[k] = max(max(m0, m1), max(m2, m3))
         least[k] = min(min(_least_key(m0), _least_key(m1)), min(_least_key(m2), _least_key(m3)))
-
-
-@njit(**NUMBA_OPTIONS)
-def _extremes_2(source, count, largest, least):
-    for k in range(count):
-        m0 = np.int32(source[2 * k] & MAGNITUDE_32)
-        m1 = np.int32(source[2 * k + 1] & MAGNITUDE_32)
-        largest[k] = max(m0, m1)
-        least[k] = min(_least_key(m0), _least_key(m1))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -268,13 +267,9 @@ def block_extremes(source, blocks, block_size, largest_a, least_a, largest_b, le
     of the two buffer pairs. Each fold is a loop of its own, out of place
     (folding in place, LLVM could not rule out overlap and kept it scalar), and
     with its factor a constant (a factor known only at run time left it scalar)."""
-    factor = 4 if block_size >= 4 else 2
-    count = blocks * (block_size // factor)
-    if factor == 4:
-        _extremes_4(source, count, largest_a, least_a)
-    else:
-        _extremes_2(source, count, largest_a, least_a)
-    width = block_size // factor
+    count = blocks * (block_size // 4)
+    _extremes_4(source, count, largest_a, least_a)
+    width = block_size // 4
     in_a = True
     while width > 1:
         factor = 4 if width >= 4 else 2
@@ -326,48 +321,6 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
 
 
 @njit(**NUMBA_OPTIONS)
-def _spread_4(values, count, out):
-    for k in range(count):
-        value = values[k]
-        out[4 * k] = value
-        out[4 * k + 1] = value
-        out[4 * k + 2] = value
-        out[4 * k + 3] = value
-
-
-@njit(**NUMBA_OPTIONS)
-def _spread_2(values, count, out):
-    for k in range(count):
-        value = values[k]
-        out[2 * k] = value
-        out[2 * k + 1] = value
-
-
-@njit(**NUMBA_OPTIONS)
-def spread(shifts, blocks, block_size, out_a, out_b):
-    """Pass C's first step: `shifts` (one per block, the first `blocks`) repeated
-    `block_size` times each, into one of the buffers (returned): `block_extremes`'
-    folds in reverse, each a loop of its own."""
-    values = shifts
-    count = blocks
-    width = block_size
-    in_a = True
-    while width > 1:
-        # a factor of 2 first (where log2 width is odd): the last, largest loop spreads by 4
-        factor = 4 if width & 0x55555555 else 2
-        out = out_a if in_a else out_b
-        if factor == 4:
-            _spread_4(values, count, out)
-        else:
-            _spread_2(values, count, out)
-        values = out
-        count *= factor
-        width //= factor
-        in_a = not in_a
-    return values
-
-
-@njit(**NUMBA_OPTIONS)
 def fix_blocks(source, target, blocks, block_size, kinds, shifts, low, top, element_params, mode, key, index,
                rand_bits):
     """Pass D: the blocks of the chunk `source` (its `blocks` blocks) that pass C
@@ -415,7 +368,9 @@ def _fast_kernel(mode):
             largest_a, largest_b = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int32)
             least_a, least_b = np.empty(CHUNK // 2, np.uint32), np.empty(CHUNK // 2, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
-            spread_a, spread_b = np.empty(CHUNK, np.int32), np.empty(CHUNK, np.int32)
+            per_block = 0  # log2 of the lanes per block
+            while LANES << per_block < block_size:
+                per_block += 1
             for row in range(rows):
                 source_row, target_row, scales_row = source[row], target[row], scales[row]
                 for first in range(0, length, CHUNK):
@@ -434,38 +389,45 @@ def _fast_kernel(mode):
                     block0 = first // block_size
                     worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
                                          kinds, block_params, element_max, low, top, largest_result, quantum)
-                    shifts = spread(block_shifts, whole, block_size, spread_a, spread_b)
-                    for a in range(whole * block_size, size):
-                        shifts[a] = block_shifts[whole]
                     index = offset + row * length + first
-                    span_first = 0
-                    while span_first < size:  # one span per 2**32 segment of the random counters
-                        counter = index + span_first
-                        span_stop = min(size, span_first + (SEGMENT_MASK + 1 - (counter & SEGMENT_MASK)))
+                    if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
+                        # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
+                        for b in range(blocks):
+                            if kinds[b] != NAN_BLOCK:
+                                kinds[b] = FLOAT64_BLOCK
+                                worst = max(worst, np.int64(FLOAT64_BLOCK))
+                    else:
                         keys = (np.uint32(0), np.uint32(0))
                         if mode >= STOCHASTIC:
-                            keys = segment_keys(key, np.uint64(counter) >> np.uint64(32))
-                        keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(counter & SEGMENT_MASK),
+                            keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+                        keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK),
                                                                               WEYL_32))
-                        # the loop over slices, from 0: over [span_first, span_stop) of the
-                        # chunk LLVM left it scalar (half the speed)
-                        source_span = source_chunk[span_first:span_stop]
-                        target_span = target_chunk[span_first:span_stop]
-                        shifts_span = shifts[span_first:span_stop]
-                        for a in range(source_span.size):
-                            bits = source_span[a]
-                            shift_32 = shifts_span[a]
-                            magnitude = np.int32(bits & MAGNITUDE_32)
-                            scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
-                                                                      if magnitude != 0 else np.int32(0)))
-                            random = (keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC
-                                      else np.uint64(0))
-                            keyed_high = wrapping_add(keyed_high, weyl_step)
-                            keyed_low = wrapping_add(keyed_low, weyl_step)
-                            rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
-                            rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
-                            target_span[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
-                        span_first = span_stop
+                        # LANES elements at a time, each run with its block's shift: a loop of a
+                        # constant count, which LLVM vectorises without setup or remainder
+                        for run in range(size // LANES):
+                            shift_32 = block_shifts[run >> per_block]
+                            source_run = source_chunk[run * LANES:run * LANES + LANES]
+                            target_run = target_chunk[run * LANES:run * LANES + LANES]
+                            for a in range(LANES):
+                                bits = source_run[a]
+                                magnitude = np.int32(bits & MAGNITUDE_32)
+                                scaled = np.int32((bits ^ magnitude) | (min(np.int32(magnitude - shift_32), clamp)
+                                                                          if magnitude != 0 else np.int32(0)))
+                                random = (keyed_bits(keyed_high, keyed_low, multipliers) if mode >= STOCHASTIC
+                                          else np.uint64(0))
+                                keyed_high = wrapping_add(keyed_high, weyl_step)
+                                keyed_low = wrapping_add(keyed_low, weyl_step)
+                                rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
+                                rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
+                                target_run[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0
+                                                                    else np.int32(0)))
+                        tail = size - size % LANES
+                        if tail < size and kinds[blocks - 1] <= SOME_ELEMENTS:  # the ragged block's last elements
+                            shift = np.int64(block_shifts[blocks - 1])
+                            small = np.int32(wrapping_add(least[blocks - 1], np.uint32(1)))
+                            _round_piece(source_chunk[tail:], target_chunk[tail:], small if small != 0 else INF_32,
+                                         largest[blocks - 1] - shift <= top, shift, shift >> 23, low, clamp, params,
+                                         element_params, mode, key, index + tail, rand_bits, multipliers, weyl_step)
                     if worst != FAST_BLOCK:
                         fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
                                    element_params, mode, key, index, rand_bits)
