@@ -203,7 +203,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    with no setup, remainder or runtime checks per run (one loop over the
 #    chunk would need a shift per element, spread from the blocks' at about
 #    the cost of the extremes). A ragged last block's elements after its last
-#    full run take `_round_piece` itself;
+#    full run take `_round_piece`'s fast loop;
 # D. the blocks that are not FAST_BLOCK, again (`fix_blocks`): NaN blocks
 #    NaN, every element of a FLOAT64_BLOCK and the elements outside the range
 #    of a SOME_ELEMENTS block in float64 (`round_in_float64`).
@@ -422,12 +422,12 @@ def _fast_kernel(mode):
                                 target_run[a] = np.int32(rounded + (shift_32 if rounded_magnitude != 0
                                                                     else np.int32(0)))
                         tail = size - size % LANES
-                        if tail < size and kinds[blocks - 1] <= SOME_ELEMENTS:  # the ragged block's last elements
+                        if tail < size:  # the ragged block's elements after its last run: the fast
+                            # loop too (pass D rounds those outside the range again, as in the runs)
                             shift = np.int64(block_shifts[blocks - 1])
-                            small = np.int32(wrapping_add(least[blocks - 1], np.uint32(1)))
-                            _round_piece(source_chunk[tail:], target_chunk[tail:], small if small != 0 else INF_32,
-                                         largest[blocks - 1] - shift <= top, shift, shift >> 23, low, clamp, params,
-                                         element_params, mode, key, index + tail, rand_bits, multipliers, weyl_step)
+                            _round_piece(source_chunk[tail:], target_chunk[tail:], INF_32, True, shift, shift >> 23,
+                                         low, clamp, params, element_params, mode, key, index + tail, rand_bits,
+                                         multipliers, weyl_step)
                     if worst != FAST_BLOCK:
                         fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
                                    element_params, mode, key, index, rand_bits)
