@@ -8,8 +8,8 @@ loops turned so that the innermost one runs over independent outputs:
 * for a tile of ``TILE`` columns of the result and one row ``i`` of it, the
   ``TILE`` accumulators advance together: for each ``k`` one loop over the tile
   rounds every product ``a[i, k] * b[k, j]`` onto the product format, adds it to
-  its accumulator and rounds the sum. A column tile of ``b`` (``n * TILE``
-  float64s) stays in a core's L2 cache while every row of ``a`` passes over it.
+  its accumulator and rounds the sum. Every row of ``a`` passes over the same
+  column tile of ``b``.
 * Lanes round branch-free, with the mode and the variant as constants of the
   kernel, so that LLVM vectorises the loop: nearest onto formats whose every
   spacing is a float64 normal by adding a power of two (``fast_nearest_float``),
@@ -81,9 +81,12 @@ from .table import nearest_by_adding as nearest_by_adding_serves
 
 __all__ = ["TILE", "run", "serves", "compiled_kernels"]
 
-# Columns of the result that advance together: a tile of b (n * TILE float64s)
-# stays in L2 for n up to ~1,000 (1 MiB), and a row of partial results in L1.
-TILE = 128
+# Columns of the result that advance together. Each step k has a fixed cost (the
+# range test, the random keys, the loop's setup), so long rows pay: 512 x 512
+# bfloat16 nearest took 0.95 / 0.59 / 0.50 / 0.49 ns per multiply-add with tiles of
+# 32 / 128 / 512 / 1024 columns (one core, 2 MiB L2; the tile of b is then read
+# from L3 for n above ~256), 2048 no better. A row of partial results stays in L1.
+TILE = 1024
 # Below this many multiply-adds one thread is faster than waking the pool's.
 PARALLEL_THRESHOLD = 1 << 22
 # How the lanes round (the kernel's fast path): ``fast_bits.fast_round_bits``
