@@ -91,7 +91,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ._kernels.cpu.accumulate import round_pairs_at
+from ._kernels.cpu.accumulate import float32_sums, round_pairs_at
 from .accumulate import bounded_format, rounding_setup
 from .accumulate import matmul as _rounded_matmul
 from .accumulate import sum as _rounded_sum
@@ -653,8 +653,8 @@ def _exact_call(ufunc, values):
 #   between two neighbouring values of the format alike, so the rounded work result
 #   (float32 or float64, a superset of the format) is right unless it is a value of
 #   the format itself; those elements are rounded exactly;
-# * "two_sum": sums in float32 with TwoSum's exact error, in chunks that stay in
-#   cache; elements with an error are rounded exactly.
+# * "two_sum": sums in float32 with TwoSum's exact error, in one pass of a kernel;
+#   elements with an error are rounded exactly.
 #
 # Elements rounded "exactly" get what the float64 path gives them: the float64
 # result and residual, rounded by round_pairs_at with the random number of their
@@ -665,7 +665,6 @@ FAST_PATHS = True
 they give the same bits as the float64 error-free path; False always takes the
 float64 path (for checking the fast paths)."""
 
-_CHUNK = 16384  # elements per two_sum chunk: its five float32 buffers stay in L2 cache
 
 
 class _Values(NamedTuple):
@@ -908,35 +907,16 @@ def _checked_products(ufunc, operands, product: np.ndarray, plan: _FastPlan) -> 
 
 def _two_sum_chunks(ufunc, operands, shape) -> tuple:
     """The float32 sums (or differences) and the flat indices of those that are not
-    exact (TwoSum's error is nonzero or NaN), computed chunk by chunk in cache."""
-    a, b = (np.ravel(np.broadcast_to(x, shape)).astype(np.float32, copy=False) if isinstance(x, np.ndarray)
-            else np.float32(x) for x in operands)
+    exact (TwoSum's error is nonzero or NaN), in one pass of ``float32_sums``."""
+    size = int(np.prod(shape, dtype=np.int64))
+    a, b = (np.ascontiguousarray(np.broadcast_to(np.asarray(x, dtype=np.float32), shape)).reshape(size)
+            for x in operands)
     if ufunc is np.subtract:
         b = -b  # exact
-    total = np.empty(int(np.prod(shape, dtype=np.int64)), dtype=np.float32)
-    size = min(total.size, _CHUNK)
-    b_virtual, a_virtual = np.empty(size, np.float32), np.empty(size, np.float32)
-    a_array, b_array = isinstance(a, np.ndarray), isinstance(b, np.ndarray)
-    suspects = []
-    add, sub = np.add, np.subtract
-    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
-        for start in range(0, total.size, _CHUNK):
-            stop = start + _CHUNK
-            a_part = a[start:stop] if a_array else a
-            b_part = b[start:stop] if b_array else b
-            s = total[start:stop]
-            n = s.size
-            bv, av = b_virtual[:n], a_virtual[:n]
-            add(a_part, b_part, out=s)
-            sub(s, a_part, out=bv)      # b as it went into the sum
-            sub(s, bv, out=av)          # a as it went in
-            sub(a_part, av, out=av)     # a's error
-            sub(b_part, bv, out=bv)     # b's error
-            add(av, bv, out=av)         # the sum's error: exact
-            if av.any():
-                suspects.append(np.flatnonzero(av) + start)
-    indices = np.concatenate(suspects) if suspects else np.empty(0, np.int64)
-    return total.reshape(shape), indices
+    total = np.empty(size, dtype=np.float32)
+    inexact = np.empty(size, dtype=np.int64)  # untouched pages cost nothing
+    count = float32_sums(a, b, total, inexact)
+    return total.reshape(shape), inexact[:count].copy()
 
 
 def _round_exactly_at(ufunc, operands, shape, indices, result, rounded, fmt, mode: Mode, seed):

@@ -339,6 +339,40 @@ _INPUT1 = types.Array(types.float64, 1, "C", readonly=True)  # writeable arrays 
 _INPUT3 = types.Array(types.float64, 3, "C", readonly=True)
 
 
+_FLOAT32_IN = types.Array(types.float32, 1, "C", readonly=True)
+
+
+_SUM_BLOCK = 256
+
+
+@_compiled_at_first_call(types.int64(_FLOAT32_IN, _FLOAT32_IN, types.Array(types.float32, 1, "C"),
+                                     types.Array(types.int64, 1, "C")))
+def float32_sums(a, b, total, inexact):
+    """``total = fl32(a + b)``; the indices where the float32 sum is not exact
+    (TwoSum's error is not 0, or NaN) go to the front of `inexact` (as large as
+    `total`), and their count is returned. Blocks of 256 run without a branch (8
+    lanes at a time); only a block with an inexact sum is looked at again."""
+    count = 0
+    errors = np.empty(_SUM_BLOCK, dtype=np.float32)
+    for start in range(0, total.size, _SUM_BLOCK):
+        stop = min(start + _SUM_BLOCK, total.size)
+        any_inexact = False
+        for i in range(start, stop):
+            s = a[i] + b[i]
+            b_virtual = s - a[i]
+            a_virtual = s - b_virtual
+            error = (a[i] - a_virtual) + (b[i] - b_virtual)
+            total[i] = s
+            errors[i - start] = error
+            any_inexact |= not (error == np.float32(0.0))
+        if any_inexact:
+            for i in range(start, stop):
+                if not (errors[i - start] == np.float32(0.0)):
+                    inexact[count] = i
+                    count += 1
+    return count
+
+
 @_compiled_at_first_call(types.void(_INPUT1, _INPUT1, types.Array(types.int64, 1, "C", readonly=True), _ARRAY1,
                                    PARAMS_TYPE, MIDPOINTS_TYPE, types.int64, types.uint64, types.int64))
 def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key, rand_bits):
