@@ -24,6 +24,7 @@ from rpfloat.accumulate import sum as rp_sum
 from rpfloat.rounding import round_chunk
 
 from reference import fixed_range, float_max, is_float_format, neighbours, resolve_overflow, round_reference
+from test_accumulate import assert_same, bits
 
 MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
 DETERMINISTIC = MODES[:6]
@@ -32,19 +33,6 @@ KEY = np.uint64(random_key(SEED))
 FLOAT64_OVERFLOW = Fraction(2) ** 1024 - Fraction(2) ** 970  # float64 rounds this and beyond to inf
 FLOAT64 = rp.FloatFormat(11, 52)
 WIDE = rp.FloatFormat(11, 40)  # float64's range, 41 bits: exact stochastic thresholds still
-
-
-def bits(x):
-    return np.asarray(x, dtype=np.float64).view(np.int64)
-
-
-def assert_same(actual, expected):
-    actual = np.asarray(actual, dtype=np.float64)
-    expected = np.asarray(expected, dtype=np.float64)
-    assert actual.shape == expected.shape
-    both_nan = np.isnan(actual) & np.isnan(expected)
-    mismatch = (bits(actual) != bits(expected)) & ~both_nan
-    assert not mismatch.any(), f"{actual[mismatch][:5]} != {expected[mismatch][:5]}"
 
 
 # -- exact values and their rounding ------------------------------------------------------

@@ -17,6 +17,7 @@ from rpfloat._kernels.cpu import fast_accumulate as fast
 from rpfloat.modes import Mode
 from rpfloat._plan import random_key
 from test_accumulate import SEED as REFERENCE_SEED
+from test_accumulate import assert_same
 from reference import round_reference
 from test_accumulate import reference_reduction
 
@@ -33,17 +34,6 @@ PAIRS = [  # (product format, accumulator format)
     ("tf32", "float32"),
     (rp.FixedFormat(8, 8), rp.FixedFormat(12, 8)),  # fixed point: the bit-level fast path
 ]
-
-
-def bits(x):
-    return np.asarray(x, dtype=np.float64).view(np.int64)
-
-
-def assert_same(actual, expected):
-    both_nan = np.isnan(actual) & np.isnan(expected)
-    mismatch = (bits(actual) != bits(expected)) & ~both_nan
-    assert not mismatch.any(), (
-        f"{mismatch.sum()} of {mismatch.size} differ: {actual[mismatch][:4]} != {expected[mismatch][:4]}")
 
 
 def float32_data(shape, seed, spread=4, specials=0.0):
