@@ -379,11 +379,12 @@ def _products_are_exact(a, b) -> bool:
     """Whether float64 holds every product ``a[..] * b[..]`` exactly: every finite
     value has at most 26 significant bits (the low 27 bits of its significand
     field are zero), and no product overflows or leaves the normal range."""
+    magnitudes = []
     for values in (a, b):
-        with np.errstate(invalid="ignore"):
-            if ((values.view(np.int64) & _LOW_27_BITS) != 0)[np.isfinite(values)].any():
-                return False
-    magnitudes = [np.abs(v[np.isfinite(v) & (v != 0)]) for v in (a, b)]
+        finite = np.isfinite(values)
+        if ((values.view(np.int64) & _LOW_27_BITS) != 0)[finite].any():
+            return False
+        magnitudes.append(np.abs(values[finite & (values != 0)]))
     if any(m.size == 0 for m in magnitudes):
         return True
     smallest = float(magnitudes[0].min()) * float(magnitudes[1].min())
