@@ -225,3 +225,103 @@ def test_a_second_process_loads_the_kernels_from_the_cache():
                for _ in range(2)]
     count, misses = outputs[1].split()
     assert int(count) >= 4 and misses == "0"
+
+
+# -- lanes without range keys (PLAIN, PLAIN_NONZERO) -------------------------------------
+
+
+def params_of(fmt):
+    return rounding_setup(bounded_format(rp.format(fmt), np.float32))[0]
+
+
+def plain_range(fmt, acc, n):
+    """``(least, largest)`` product magnitudes inside what `_plain_rounding` accepts
+    for n terms, with a factor 2 to spare at both ends."""
+    product, accumulator = rp.format(fmt), rp.format(acc)
+    growth = 2 * n * (1 + 2.0**-product.man_bits) * np.exp((n + 1) * 2.0**-accumulator.man_bits)
+    largest = min(float(product.max), float(accumulator.max) / growth) / 2
+    least = 2 * max(float(product.min_normal), float(accumulator.min_normal) * 2.0 ** (product.man_bits + 1))
+    return least, largest
+
+
+def data_in(shape, seed, least, largest, zeros):
+    """float32 values whose magnitudes spread log-uniformly over [least, largest]
+    (random signs), some of them +-0 where `zeros`."""
+    rng = np.random.default_rng(seed)
+    values = np.exp2(rng.uniform(np.log2(least), np.log2(largest), shape)) * rng.choice([-1.0, 1.0], shape)
+    values = values.astype(np.float32).astype(np.float64)
+    values = np.clip(np.abs(values), least, largest) * np.sign(values)  # float32 rounding kept within
+    if zeros:
+        values[rng.random(shape) < 0.1] = 0.0
+        values[rng.random(shape) < 0.1] = -0.0
+    return values
+
+
+@pytest.mark.parametrize("zeros", [False, True], ids=["nonzero", "zeros"])
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+@pytest.mark.parametrize("fmt, acc", [("bfloat16", "bfloat16"), ("bfloat16", "float32"), ("float16", "float16"),
+                                      ("e4m3", "float16"), ("e5m2", "bfloat16"), ("e4m3", "bfloat16"),
+                                      ("float32", "bfloat16")], ids=str)
+def test_plain_lanes_match_the_general_kernel(fmt, acc, order, zeros):
+    """Operands whose products span the whole range that `_plain_rounding` admits
+    (the largest and least products, the sums' bound): the lanes without range keys
+    give the general kernel's bits, and they are the ones that ran."""
+    n = 41
+    sqrt_least, sqrt_largest = np.sqrt(plain_range(fmt, acc, n))
+    a = data_in((2, 6, n), 20, sqrt_least, sqrt_largest, zeros)
+    b = data_in((2, n, 70), 21, sqrt_least, sqrt_largest, zeros)
+    chosen = fast._plain_rounding(a, b, params_of(fmt), params_of(acc), n)
+    assert chosen == (fast.PLAIN if zeros else fast.PLAIN_NONZERO)
+    assert_same(*both(a, b, fmt, acc, "nearest", general.PRODUCT, order=order))
+
+
+@pytest.mark.parametrize("order", ["sequential", "pairwise"])
+def test_plain_sums_cancelling_down_to_min_normal(order):
+    """e5m2 products and sums whose least nonzero product lies just where the
+    spacing G is the accumulator's min_normal: sums that cancel down to exactly
+    min_normal and to zero."""
+    tiny = 2.0**-14  # e5m2's min_normal
+    b = np.array([5, -4, -5, 4, 6, -6, 7, -6, 0.0]) * tiny  # partial sums 5, 1, -4, 0, 6, 0, 7, 1, 1 (x tiny)
+    b = np.stack([b, -b, b * 2, b[::-1]], axis=1)[None]
+    a = np.ones((1, 2, b.shape[1]))
+    a[0, 1] = -1.0
+    params = params_of("e5m2")
+    assert fast._plain_rounding(a, b, params, params, b.shape[1]) == fast.PLAIN
+    actual, expected = both(a, b, "e5m2", "e5m2", "nearest", general.PRODUCT, order=order)
+    assert_same(actual, expected)
+    assert (np.abs(expected) == tiny).any() or order == "pairwise"
+
+
+@pytest.mark.parametrize("case, fmt, acc", [
+    ("nan", "bfloat16", "bfloat16"), ("inf", "bfloat16", "bfloat16"),
+    ("product above the max", "e4m3", "float16"), ("product below min_normal", "e4m3", "float16"),
+    ("sums could pass the max", "e4m3", "e4m3"), ("sums could reach subnormals", "bfloat16", "bfloat16"),
+])
+def test_plain_rounding_declines(case, fmt, acc):
+    """Operands whose extremes leave the range where adding needs no clamp: the
+    kernel keeps its range keys (ADDING), and its bits are the general kernel's."""
+    n = 30
+    a = np.full((1, 3, n), 1.5)
+    b = np.full((1, n, 5), 0.75)
+    if case == "nan":
+        a[0, 1, 3] = np.nan
+    elif case == "inf":
+        b[0, 2, 1] = -np.inf
+    elif case == "product above the max":
+        a[0, 0, 0] = 1024.0
+    elif case == "product below min_normal":
+        b[0, 0, 0] = 2.0**-9
+    elif case == "sums could pass the max":
+        a *= 8.0  # products of 9, 30 of them: beyond 448
+    elif case == "sums could reach subnormals":
+        b[0, 0, 0] = 2.0**-120  # normal products, spacing 2**-127 below the min_normal
+    assert fast._plain_rounding(a, b, params_of(fmt), params_of(acc), n) == fast.ADDING
+    assert_same(*both(a, b, fmt, acc, "nearest", general.PRODUCT))
+
+
+def test_extremes_of_the_operands():
+    assert fast._extremes(np.array([1.0, -3.0, 0.25, -0.0])) == (3.0, 0.25, True)
+    most, least, zeros = fast._extremes(np.array([2.0, np.nan, 5e-324]))
+    assert np.isnan(most) and least == 5e-324 and not zeros
+    assert fast._extremes(np.array([np.inf, -1.0])) == (np.inf, 1.0, False)
+    assert fast._extremes(np.zeros((2, 3))) == (0.0, np.inf, True)

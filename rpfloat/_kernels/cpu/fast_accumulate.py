@@ -27,6 +27,13 @@ loops turned so that the innermost one runs over independent outputs:
   between z and fl(z); with nearest, products rounded onto a format contained in
   the accumulator's and ``53 >= 2p + 2`` (Figueroa), the float64 sum needs no
   residual at all.
+* Nearest onto floating-point formats often needs no range key at all: where
+  the extremes of ``|a|`` and ``|b|`` show that every product lies in the
+  product format's normal range and every sum within a bound of the
+  accumulator's and on a grid no finer than its min_normal (`_plain_rounding`),
+  the lanes add a power of two of the value's own sign and exponent, with no
+  clamp, no key and no residual (PLAIN; PLAIN_NONZERO without the sign fix of
+  a -0 where no operand is zero): 11 vector instructions per 4 lanes instead of 19.
 * A row of a tile with a lane that was not served (or whose random counters
   straddle a 2**32 segment of the stream) is marked and left; a second kernel,
   compiled only when first needed, redoes those rows from their first term with
@@ -91,12 +98,16 @@ TILE = 1024
 PARALLEL_THRESHOLD = 1 << 22
 # How the lanes round (the kernel's fast path): ``fast_bits.fast_round_bits``
 # (any format with a fast range), by adding a power of two (nearest), or by one
-# bias and mask for the format's normal magnitudes (`_round_uniform`).
-BITS, ADDING, UNIFORM = range(3)
+# bias and mask for the format's normal magnitudes (`_round_uniform`); PLAIN and
+# PLAIN_NONZERO add a power of two without any range key, where the operands'
+# extremes show that no product or sum leaves the formats' normal range
+# (`_plain_rounding`), PLAIN_NONZERO where no product is zero either.
+BITS, ADDING, UNIFORM, PLAIN, PLAIN_NONZERO = range(5)
 
 MOST = np.int64(0x7FFFFFFFFFFFFFFF)
 ABS_MASK = MOST
 SIGN_BIT = np.int64(-0x8000000000000000)
+SIGN_EXPONENT = np.int64(-0x0010000000000000)  # the sign and exponent fields of a float64
 FLOAT64_MIN_NORMAL_BITS = 1 << 52
 U64_32 = np.uint64(32)
 U64_63 = np.uint64(63)
@@ -128,6 +139,8 @@ def run(a, b, out, product_params, acc_params, acc_midpoints, mode, kind, key, r
     plain_merges = rounding == ADDING and 2 * (acc_params[P_MAN_BITS] + 1) + 2 <= 53
     pairwise = bool(pairwise)
     groups, rows, n = a.shape
+    if rounding == ADDING and kind == PRODUCT:
+        rounding = _plain_rounding(a, b, product_params, acc_params, n)
     total_rows = groups * rows
     pending = np.zeros((total_rows, -(-out.shape[2] // TILE)), dtype=np.uint8)
     arguments = (a, b, out, pending, product_params, acc_params, acc_midpoints, np.uint64(key), int(rand_bits),
@@ -161,6 +174,65 @@ def _lane_rounding(product_params, acc_params, mode):
     if _uniform_serves(product_params) and _uniform_serves(acc_params):
         return UNIFORM
     return BITS
+
+
+def _plain_rounding(a, b, product_params, acc_params, n):
+    """PLAIN or PLAIN_NONZERO where the extremes of ``|a|`` and ``|b|`` show that
+    no lane of a reduction of `n` products by adding (ADDING) leaves the range
+    where adding a power of two rounds without a clamp, else ADDING:
+
+    * the largest product at most the product format's fast high value, and the
+      sums' bound ``n * P * (1 + u)**(n + 1)`` (P that product rounded up, u the
+      accumulator's relative spacing) at most the accumulator format's: a rounded
+      sum is at most its exact sum times ``1 + u``;
+    * the least nonzero product at least the product format's min_normal, and its
+      spacing G there at least the accumulator's min_normal: every product and
+      every sum is then a multiple of G (each value's spacing is a multiple of G,
+      or the value lies on the grid already), so a nonzero one is at least G.
+    """
+    a_most, a_least, a_zeros = _extremes(a)
+    b_most, b_least, b_zeros = _extremes(b)
+    largest = a_most * b_most  # exact: the products are; NaN where there is a NaN
+    if not largest <= float64_value(product_params[P_FAST_HIGH_BITS]):
+        return ADDING
+    bound = n * largest * (1.0 + 2.0 ** -product_params[P_MAN_BITS]) * np.exp((n + 1) * 2.0 ** -acc_params[P_MAN_BITS])
+    if not bound * 1.0001 <= float64_value(acc_params[P_FAST_HIGH_BITS]):
+        return ADDING
+    least = a_least * b_least  # inf where a factor has no nonzero value
+    if least < np.inf:
+        spacing = 2.0 ** (np.frexp(least)[1] - 1 - int(product_params[P_MAN_BITS]))
+        if least < float64_value(product_params[P_MIN_NORMAL_BITS]) or spacing < float64_value(
+                acc_params[P_MIN_NORMAL_BITS]):
+            return ADDING
+    return PLAIN if a_zeros or b_zeros else PLAIN_NONZERO
+
+
+@njit(types.UniTuple(types.int64, 3)(types.Array(types.int64, 1, "C", readonly=True)), **NUMBA_OPTIONS)
+def _extreme_bits(values):
+    """``(greatest, least nonzero, zeros)`` of the magnitudes of the float64 bits
+    `values` (integer keys, so that the loop vectorises): the bits of the greatest
+    magnitude (a NaN's above inf's), those of the least nonzero one minus 1
+    (``MOST`` where there is none), and the number of zeros."""
+    most = np.int64(0)
+    least = MOST
+    zeros = np.int64(0)
+    for bits in values:
+        magnitude = bits & ABS_MASK
+        most = max(most, magnitude)
+        least = min(least, (magnitude - 1) & ABS_MASK)  # a zero's key is MOST
+        zeros += magnitude == 0
+    return most, least, zeros
+
+
+def _extremes(values):
+    """``(max |v|, least nonzero |v| (inf if none), whether some v is zero)`` of
+    float64 `values`, the maximum NaN where a value is NaN."""
+    most, least, zeros = _extreme_bits(np.ascontiguousarray(values).reshape(-1).view(np.int64))
+    return float64_value(most), np.inf if least == MOST else float64_value(least + 1), zeros > 0
+
+
+def float64_value(bits):
+    return float(np.int64(bits).view(np.float64))
 
 
 def _uniform_serves(params):
@@ -235,6 +307,21 @@ def _round_by_adding(bits, params, mode, random, rand_bits):
 
 
 @njit(**NUMBA_OPTIONS)
+def _round_plain(bits, params, mode, random, rand_bits):
+    """Nearest by adding ``2**(e + drop)`` of the value's sign to a normal
+    magnitude of the format (at most its largest) or a zero, sign kept (-0)."""
+    power = bits_to_float64((bits & SIGN_EXPONENT) + (params[P_FAST_DROP_MIN] << params[P_CARRIER_MAN_BITS]))
+    return float64_to_bits((bits_to_float64(bits) + power) - power) | (bits & SIGN_BIT)
+
+
+@njit(**NUMBA_OPTIONS)
+def _round_plain_nonzero(bits, params, mode, random, rand_bits):
+    """`_round_plain` of a nonzero value (a rounded -0 would become +0)."""
+    power = bits_to_float64((bits & SIGN_EXPONENT) + (params[P_FAST_DROP_MIN] << params[P_CARRIER_MAN_BITS]))
+    return float64_to_bits((bits_to_float64(bits) + power) - power)
+
+
+@njit(**NUMBA_OPTIONS)
 def _round_uniform(bits, params, mode, random, rand_bits):
     """float64 `bits` whose magnitude is 0 or a normal magnitude of the format (at
     most its largest value) rounded in `mode`: ``52 - man_bits`` bits dropped
@@ -301,6 +388,8 @@ def _limits(params, mode, rounding):
         return fast_bounds(params, mode, False)
     if rounding == UNIFORM:
         return params[P_MIN_NORMAL_BITS] - 1, params[P_FAST_HIGH_BITS]
+    if rounding >= PLAIN:  # no range keys (`_plain_rounding`)
+        return np.int64(0), MOST
     return np.int64(0), params[P_FAST_HIGH_BITS]
 
 
@@ -319,7 +408,8 @@ def _make_lane(rounding):
     only their branch. Made once per variant at import, so that a kernel refers to
     its variant's lane by a global name (numba's cache keys cannot hold a
     function: a kernel closure holds only numbers)."""
-    round_fast = (fast_round_bits, _round_by_adding, _round_uniform)[rounding]
+    round_fast = (fast_round_bits, _round_by_adding, _round_uniform, _round_plain, _round_plain_nonzero)[rounding]
+    keys = rounding < PLAIN
 
     @njit(inline="always", **NUMBA_OPTIONS)
     def lane(acc, term, seen, first, product_params, product_low, acc_params, acc_low, key, product_random,
@@ -329,9 +419,10 @@ def _make_lane(rounding):
         product_least, product_most, sum_least, sum_most, residuals = seen
         if product:
             bits = float64_to_bits(term)
-            if rounding != ADDING:  # by adding, the range starts at 0
+            if keys and rounding != ADDING:  # by adding, the range starts at 0
                 product_least = min(product_least, _low_key(bits, product_params, product_low, zero_ok, rounding))
-            product_most = max(product_most, _high_key(bits, product_params, product_low, zero_ok, rounding))
+            if keys:
+                product_most = max(product_most, _high_key(bits, product_params, product_low, zero_ok, rounding))
             if keyed:
                 random = product_random
             elif draws:
@@ -351,9 +442,10 @@ def _make_lane(rounding):
             else:
                 residuals |= float64_to_bits(residual)
         bits = float64_to_bits(total)
-        if rounding != ADDING:
+        if keys and rounding != ADDING:
             sum_least = min(sum_least, _low_key(bits, acc_params, acc_low, zero_ok, rounding))
-        sum_most = max(sum_most, _high_key(bits, acc_params, acc_low, zero_ok, rounding))
+        if keys:
+            sum_most = max(sum_most, _high_key(bits, acc_params, acc_low, zero_ok, rounding))
         if keyed:
             random = sum_random
         elif draws:
@@ -385,7 +477,8 @@ def _make_step(rounding):
 
 # module-level names: a kernel refers to its variant's step as a global (numba's cache
 # key of a closure hashes its cells, and a function in a cell never hashes alike twice)
-_STEP_BITS, _STEP_ADDING, _STEP_UNIFORM = (_make_step(rounding) for rounding in (BITS, ADDING, UNIFORM))
+_STEP_BITS, _STEP_ADDING, _STEP_UNIFORM, _STEP_PLAIN, _STEP_PLAIN_NONZERO = (
+    _make_step(rounding) for rounding in (BITS, ADDING, UNIFORM, PLAIN, PLAIN_NONZERO))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -491,7 +584,17 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                         seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
                         # one call per variant and first step: constants, pruned before typing
                         if k == 0:
-                                if rounding == ADDING:
+                                if rounding == PLAIN:
+                                    seen = _STEP_PLAIN(
+                                        True, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == PLAIN_NONZERO:
+                                    seen = _STEP_PLAIN_NONZERO(
+                                        True, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == ADDING:
                                     seen = _STEP_ADDING(
                                         True, acc, updated, row, x, width, seen, product_params, product_low,
                                         acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
@@ -507,7 +610,17 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                                         acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
                                         product, plain_sums, keyed)
                         else:
-                                if rounding == ADDING:
+                                if rounding == PLAIN:
+                                    seen = _STEP_PLAIN(
+                                        False, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == PLAIN_NONZERO:
+                                    seen = _STEP_PLAIN_NONZERO(
+                                        False, acc, updated, row, x, width, seen, product_params, product_low,
+                                        acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
+                                        product, plain_sums, keyed)
+                                elif rounding == ADDING:
                                     seen = _STEP_ADDING(
                                         False, acc, updated, row, x, width, seen, product_params, product_low,
                                         acc_params, acc_low, key, halves, base, stride, 3 * k, sum_step, rand_bits, mode,
@@ -541,7 +654,17 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                             if keyed:
                                 _fill_halves(halves, weyl_high, weyl_low, width, 3 * k, 3 * k + 1, product)
                             seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
-                            if rounding == ADDING:
+                            if rounding == PLAIN:
+                                seen = _STEP_PLAIN(
+                                    True, acc, updated, row, x, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
+                                    product, plain_sums, keyed)
+                            elif rounding == PLAIN_NONZERO:
+                                seen = _STEP_PLAIN_NONZERO(
+                                    True, acc, updated, row, x, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
+                                    product, plain_sums, keyed)
+                            elif rounding == ADDING:
                                 seen = _STEP_ADDING(
                                     True, acc, updated, row, x, width, seen, product_params, product_low,
                                     acc_params, acc_low, key, halves, base, stride, 3 * k, 3 * k + 1, rand_bits, mode,
@@ -586,7 +709,17 @@ def _make_kernel(mode_constant, product_constant, rounding, plain_sums, exact_la
                                 _fill_halves(halves, weyl_high, weyl_low, width, 0, merge_step, False)
                             seen = (MOST, np.int64(0), MOST, np.int64(0), np.int64(0))
                             level_row = stack[level]
-                            if rounding == ADDING:
+                            if rounding == PLAIN:
+                                seen = _STEP_PLAIN(
+                                    False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
+                                    False, plain_merges, keyed)
+                            elif rounding == PLAIN_NONZERO:
+                                seen = _STEP_PLAIN_NONZERO(
+                                    False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
+                                    acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
+                                    False, plain_merges, keyed)
+                            elif rounding == ADDING:
                                 seen = _STEP_ADDING(
                                     False, level_row, acc, updated, 1.0, width, seen, product_params, product_low,
                                     acc_params, acc_low, key, halves, base, stride, 0, merge_step, rand_bits, mode,
