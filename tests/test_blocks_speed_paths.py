@@ -1,0 +1,94 @@
+"""The fast kernel of the scaled formats (``rpfloat._kernels.cpu.blocks``) where
+its loops run LANES elements at a time (with prefetches ahead of them) and a
+remainder, and where it checks run by run for the elements below its fast
+range: those elements at every place of a run, of a piece of a long block and
+of a short block, against the general kernel (float64 arithmetic), bit for bit."""
+import numpy as np
+import pytest
+
+import rpfloat as rp
+from rpfloat import scaling
+from rpfloat._kernels.core import layout
+from rpfloat._kernels.cpu.blocks import LANES, PIECE, fast_kernel, general_kernel
+
+
+def _run_both(x, fmt, mode, key):
+    plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, None, x.dtype)
+    rows, length = x.shape
+    block_size = fmt.block_size or length
+    blocks = -(-length // block_size)
+    block_params = plan.block_params[:6] + (block_size, 0)
+    outputs = []
+    for fast in (True, False):
+        out = np.empty_like(x)
+        scales = np.empty((rows, blocks))
+        if fast:
+            fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
+                                        plan.element_params, block_params, plan.float_params, int(plan.mode), key,
+                                        3, plan.rand_bits)
+        else:
+            general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
+                                       scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
+                                       block_params, plan.float_params, int(plan.mode), key, 3, plan.rand_bits)
+        outputs.append((out, scales))
+    return outputs
+
+
+def _assert_same(x, fmt, modes, key=5):
+    for mode in modes:
+        (fast, fast_scales), (general, general_scales) = _run_both(x, fmt, mode, key)
+        bad = np.flatnonzero(fast.view(np.uint32) != general.view(np.uint32))
+        assert bad.size == 0, (f"{fmt!r} mode {mode}: {bad.size} differ at {bad[:5]}, e.g. "
+                               f"x={x.ravel()[bad[:3]]!r} fast={fast.ravel()[bad[:3]]!r} "
+                               f"general={general.ravel()[bad[:3]]!r}")
+        np.testing.assert_array_equal(fast_scales, general_scales)
+
+
+def _tiny_at(x, positions, seed):
+    """`x` with tiny values (below any fast range: 2**-30 to 2**-20 of the
+    data, some float32 subnormals) at `positions` of every row."""
+    rng = np.random.default_rng(seed)
+    x = x.copy()
+    tiny = rng.standard_normal((x.shape[0], len(positions))) * 2.0 ** rng.integers(-30, -20, (x.shape[0], 1))
+    x[:, positions] = tiny.astype(np.float32)
+    x[0, positions[1]] = np.float32(-3e-41)  # a subnormal
+    return x
+
+
+MODES = (layout.NEAREST, layout.DOWN, layout.STOCHASTIC, layout.STOCHASTIC_EQUAL)
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat(rp.FixedFormat(8, 0)), rp.ScaledFormat("e4m3")], ids=repr)
+def test_long_blocks_below_the_range_at_every_place_of_a_run(fmt):
+    """One scale per row: pieces of PIECE elements, each in runs of LANES and a
+    remainder (the row's last piece), with tiny elements first, last and inside
+    a run, at the pieces' edges and in the remainder."""
+    length = 2 * PIECE + 3 * LANES + 7
+    x = np.random.default_rng(1).standard_normal((2, length)).astype(np.float32)
+    positions = [0, 1, LANES - 1, LANES, 5 * LANES + 17, PIECE - 1, PIECE, PIECE + LANES - 1,
+                 2 * PIECE + 3 * LANES - 1, 2 * PIECE + 3 * LANES, length - 1]
+    _assert_same(_tiny_at(x, positions, 2), fmt, MODES)
+
+
+def test_long_blocks_where_every_run_holds_elements_below_the_range():
+    x = np.random.default_rng(3).standard_normal((1, PIECE + 40)).astype(np.float32)
+    x = _tiny_at(x, list(range(0, x.shape[1], 29)), 4)
+    _assert_same(x, rp.ScaledFormat(rp.FixedFormat(8, 0)), MODES)
+
+
+@pytest.mark.parametrize("block_size", [48, 100])
+def test_short_blocks_in_runs_and_a_remainder(block_size):
+    """Blocks that are not a power of two: one or more runs of LANES, then the
+    rest of the block, tiny elements in both."""
+    fmt = rp.ScaledFormat("e4m3", block_size=block_size)
+    x = np.random.default_rng(5).standard_normal((3, 7 * block_size + 11)).astype(np.float32)
+    positions = [b * block_size + k for b in range(7) for k in (0, LANES - 1, LANES, block_size - 1)]
+    _assert_same(_tiny_at(x, positions + [x.shape[1] - 1], 6), fmt, MODES)
+
+
+def test_rows_shorter_than_the_prefetch_distance():
+    """Prefetches reach past a row's and the array's end: harmless."""
+    for length in (1, LANES - 1, LANES, LANES + 1, 3 * LANES + 5):
+        x = np.random.default_rng(length).standard_normal((2, length)).astype(np.float32)
+        for fmt in (rp.format("mxfp8_e4m3"), rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", block_size=40)):
+            _assert_same(x, fmt, (layout.NEAREST, layout.STOCHASTIC))
