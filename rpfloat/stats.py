@@ -38,8 +38,10 @@ PARALLEL_THRESHOLD = 1 << 20
 # Numbers rounded and gathered at a time: a chunk of x and of its result (float32:
 # 1 MiB together) is still in the core's L2 cache when the kernel reads it back.
 CHUNK = 1 << 17
-# Ordinary |x| (see rpfloat._kernels.cpu.stats) lie within [2**-100, 2**100].
+# Ordinary |x| (see rpfloat._kernels.cpu.stats) lie within [2**-100, 2**100], narrow
+# blocks' within [2**-60, 2**60].
 _FAST_RANGE = 2.0**100
+_NARROW_RANGE = 2.0**60
 _pool = None
 _pool_lock = threading.Lock()
 _FLOAT32 = np.dtype(np.float32)
@@ -467,14 +469,19 @@ def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes):
 def kernel_bounds(fmt, input_dtype, result_dtype) -> np.ndarray:
     """The kernel's ``bounds`` (``rpfloat._kernels.cpu.stats``): the bits (int64)
     of the smallest and largest nonzero ``|x|`` of `input_dtype` in an ordinary
-    block, inside `fmt`'s range and ``[2**-100, 2**100]``, and of its smallest
-    normal rounded up to `result_dtype` (1 where it has none). Read-only, cached."""
+    block, inside `fmt`'s range and ``[2**-100, 2**100]``, of its smallest
+    normal rounded up to `result_dtype` (1 where it has none), and of the
+    smallest and largest ``|x|`` of a narrow block, inside `fmt`'s range and
+    ``[2**-60, 2**60]``. Read-only, cached."""
     low, high, min_normal = kernel_limits(fmt, result_dtype).tolist()
     input_dtype, result_dtype = np.dtype(input_dtype), np.dtype(result_dtype)
-    x_high = min(high, -low, _FAST_RANGE)
-    x_low = 1 / _FAST_RANGE if x_high >= 1 / _FAST_RANGE else x_high * 2  # none where x_high is below
-    bounds = np.array([_magnitude_bits(x_low, input_dtype, up=True), _magnitude_bits(x_high, input_dtype, up=False),
-                       _magnitude_bits(min_normal, result_dtype, up=True) if min_normal > 0 else 1], np.int64)
+    ranges = []
+    for fast_range in (_FAST_RANGE, _NARROW_RANGE):
+        x_high = min(high, -low, fast_range)
+        x_low = 1 / fast_range if x_high >= 1 / fast_range else x_high * 2  # none where x_high is below
+        ranges.append((_magnitude_bits(x_low, input_dtype, up=True), _magnitude_bits(x_high, input_dtype, up=False)))
+    bounds = np.array([*ranges[0], _magnitude_bits(min_normal, result_dtype, up=True) if min_normal > 0 else 1,
+                       *ranges[1]], np.int64)
     bounds.flags.writeable = False
     return bounds
 

@@ -121,7 +121,7 @@ def test_ordinary_blocks_agree_with_the_rules(fmt, dtype):
     x[6 * LANES: 7 * LANES] = 2.0**-12               # flushed or underflowing
     rounded = np.asarray(rp.round(x, fmt, "stochastic", rng=1))
     bounds = stats_module.kernel_bounds(rp.format(fmt), x.dtype, rounded.dtype)
-    none_ordinary = np.array([bounds[0], 0, bounds[2]], np.int64)
+    none_ordinary = np.array([bounds[0], 0, bounds[2], bounds[3], 0], np.int64)
     fast_counts, fast_errors = gather_with(x, rounded, fmt, bounds)
     slow_counts, slow_errors = gather_with(x, rounded, fmt, none_ordinary)
     np.testing.assert_array_equal(fast_counts, slow_counts)
@@ -139,3 +139,75 @@ def test_gather_goes_on_from_its_maxima():
     assert errors[1] == 5.0 and errors[3] == 7.0 and counts[5] == 300  # raised to, never lowered
     kernel_module.gather(x, rounded, limits, bounds, counts, errors)
     assert counts[5] == 600
+
+
+MODES = ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic"]
+
+
+def narrow_data(size, seed):
+    """float32 blocks of every kind: narrow ones (normal N(0, 1) data), ones with
+    flushes, underflows and tiny values that stochastic rounding steps up
+    (Sterbenz fails), zeros, exact values, and specials (NaN, inf, overflow,
+    float32 subnormals, |x| beyond 2**60)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(size).astype(np.float32)
+    blocks = size // LANES
+    x[1 * LANES: 2 * LANES] *= np.float32(2.0**-12)          # underflows and flushes
+    x[2 * LANES: 3 * LANES] *= np.float32(2.0**-20)          # steps up by far more than |x|
+    x[3 * LANES: 4 * LANES] = np.round(x[3 * LANES: 4 * LANES])  # exact in every format here
+    x[4 * LANES + 3] = 0.0
+    x[5 * LANES + 7] = np.nan
+    x[6 * LANES + 1] = -np.inf
+    x[7 * LANES + 2] = 1e30                                  # overflow, and beyond 2**60
+    x[8 * LANES + 5] = np.float32(1e-40)                     # a float32 subnormal
+    x[9 * LANES + 9] = np.float32(2.0**-70)                  # below the narrow range only
+    x[10 * LANES: 11 * LANES] = -np.abs(x[10 * LANES: 11 * LANES])
+    assert blocks > 12
+    return x
+
+
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "float16", "e5m2", "q8.8", "e2m1", "uq4.4",
+                                 rp.FloatFormat(5, 3, subnormals=False)])
+@pytest.mark.parametrize("mode", MODES)
+def test_narrow_blocks_agree_with_the_ordinary_loop(fmt, mode):
+    """The narrow loop (float32 data and results) against the ordinary loop alone
+    (narrow range emptied) and the element rules alone (both emptied): the counts
+    and maxima agree exactly, the sums within rounding."""
+    x = narrow_data(40 * LANES + 3, seed=21)
+    rounded = np.asarray(rp.round(x, fmt, mode, rng=3))
+    if rounded.dtype != np.float32:
+        pytest.skip("a float64 result: no narrow blocks")
+    bounds = stats_module.kernel_bounds(rp.format(fmt), x.dtype, rounded.dtype)
+    no_narrow = np.array([bounds[0], bounds[1], bounds[2], bounds[3], 0], np.int64)
+    no_fast = np.array([bounds[0], 0, bounds[2], bounds[3], 0], np.int64)
+    narrow_counts, narrow_errors = gather_with(x, rounded, fmt, bounds)
+    for other in (no_narrow, no_fast):
+        counts, errors = gather_with(x, rounded, fmt, other)
+        np.testing.assert_array_equal(narrow_counts, counts)
+        assert narrow_errors[1] == errors[1] and narrow_errors[3] == errors[3]
+        np.testing.assert_allclose(narrow_errors[[0, 2]], errors[[0, 2]], rtol=1e-13)
+    stats = rounding_stats(x, rounded, fmt)
+    assert_matches_reference(stats, reference_stats(x, rounded, fmt))
+
+
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q8.8"])
+def test_chunked_statistics_equal_the_gathered_ones(small_chunks, fmt, mode):
+    """rp.round(..., stats=True), chunk by chunk, gives the RoundingStats that
+    rounding_stats gives for its result, field for field, on random data with
+    specials, in every mode."""
+    x = narrow_data(7 * CHUNK + 100, seed=22)
+    check(x, fmt, mode)
+
+
+def test_narrow_blocks_see_every_edge():
+    """Each special in a block of narrow numbers sends that block to the
+    ordinary loop; each narrow count is right."""
+    base = np.linspace(0.75, 1.5, LANES, dtype=np.float32)
+    for special in (0.0, -0.0, np.nan, np.inf, -np.inf, 1e30, 1e-40, 2.0**-61, 2.0**61, 1e-4, 449.0, -500.0):
+        x = np.tile(base, 3)
+        x[LANES + 17] = special
+        for mode in ("nearest", "stochastic", "up"):
+            rounded = np.asarray(rp.round(x, "e4m3", mode, rng=4))
+            stats = rounding_stats(x, rounded, "e4m3")
+            assert_matches_reference(stats, reference_stats(x, rounded, "e4m3"))

@@ -35,7 +35,11 @@ from numba import njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits, wrapping_add
+from numba.extending import overload
+
+from ..core.bits import (
+    NUMBA_OPTIONS, bit_and, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, wrapping_add,
+)
 
 __all__ = ["gather", "COUNTS", "ERRORS", "LIMITS", "BOUNDS", "LANES"]
 
@@ -47,7 +51,7 @@ ERRORS = ("sum_abs_error", "max_abs_error", "sum_rel_error", "max_rel_error")
 # what gather reads from `limits`, in this order
 LIMITS = ("low", "high", "min_normal")
 # what gather reads from `bounds` (bit patterns of magnitudes), in this order
-BOUNDS = ("x_low", "x_high", "min_normal")
+BOUNDS = ("x_low", "x_high", "min_normal", "narrow_low", "narrow_high")
 LANES = 256
 INF = np.inf
 _OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
@@ -83,6 +87,33 @@ def magnitude_bits(typingctx, value):
         return builder.and_(bits, mask)
 
     return integer(value), codegen
+
+
+@intrinsic
+def fused_multiply_add_32(typingctx, a, b, c):
+    """``a * b + c`` of float32 numbers rounded once (LLVM's ``fma``)."""
+    if not (a == b == c == types.float32):
+        return None
+
+    def codegen(context, builder, signature, args):
+        single = ir.FloatType()
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(single, [single] * 3),
+                                                  "llvm.fma.f32")
+        return builder.call(function, args)
+
+    return types.float32(types.float32, types.float32, types.float32), codegen
+
+
+@intrinsic
+def wrapping_sub(typingctx, left, right):
+    """``left - right`` of two integers of one width, in that width, wrapping."""
+    if not isinstance(left, types.Integer) or left != right:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.sub(args[0], args[1])
+
+    return left(left, right), codegen
 
 
 @intrinsic
@@ -172,6 +203,82 @@ def _gather_block(x, rounded, limits, counts):
     return sum_abs, max_abs, sum_rel, max_rel
 
 
+# float32 bits of the narrow blocks' loop (`narrow_block`)
+MAGNITUDE_32 = np.int32(0x7FFFFFFF)
+ZERO_32 = np.int32(0)
+HALF_BINADE_32 = np.int32(1 << 23)  # |x| and 2|x| (or |x| / 2) lie this far apart in bits
+BINADE_32 = np.uint32(1 << 24)
+# a block's largest float32 quotient, widened, times this is at least its largest
+# correctly rounded quotient (the float32 one lies within 2**-22 of it)
+QUOTIENT_MARGIN = 1.0 + 2.0**-20
+# after FAILS blocks in a row that were not narrow (zeros, specials: data that
+# may hold them throughout), the next SKIP blocks go to the ordinary loop alone
+FAILS = 2
+SKIP = 8
+
+
+def narrow_block(x, rounded, bounds, error_buffer, quotient_buffer):
+    """A block of float32 numbers and their float32 results in one loop of
+    32-bit lanes (the module's narrow blocks). Returns ``(narrow, inexact,
+    underflowed, flushed, largest_error, largest_quotient, correction)``: whether
+    the block was narrow (else the rest means nothing), its counts, the bits of
+    its largest error and of its largest float32 quotient (flushed elements
+    left out), and the float32 sum of the quotients' corrections; its errors and
+    float32 quotients go to `error_buffer` and `quotient_buffer`. Other dtypes:
+    never narrow."""
+    raise NotImplementedError("narrow_block runs inside numba kernels only")
+
+
+@overload(narrow_block, jit_options=_OPTIONS)
+def _narrow_block(x, rounded, bounds, error_buffer, quotient_buffer):
+    if x.dtype == types.float32 and rounded.dtype == types.float32:
+        return _narrow_float32
+    zero_bits = np.int32(0)
+    zero = np.float32(0.0)
+
+    def never(x, rounded, bounds, error_buffer, quotient_buffer):
+        return False, 0, 0, 0, zero_bits, zero_bits, zero
+    return never
+
+
+def _narrow_float32(x, rounded, bounds, error_buffer, quotient_buffer):
+    low, high, min_normal = np.int32(bounds[3]), np.int32(bounds[4]), np.int32(bounds[2])
+    size = x.size
+    smallest, largest = MAGNITUDE_32, ZERO_32
+    equal = below = flushed = ZERO_32
+    widest = np.uint32(0)
+    largest_error = largest_quotient = ZERO_32
+    correction = np.float32(0.0)
+    for lane in range(size):
+        value = x[lane]
+        result = rounded[lane]
+        x_bits = float32_to_bits(value)
+        result_bits = float32_to_bits(result)
+        x_magnitude = bit_and(x_bits, MAGNITUDE_32)
+        result_magnitude = bit_and(result_bits, MAGNITUDE_32)
+        smallest = min(smallest, x_magnitude)
+        largest = max(largest, x_magnitude)
+        equal = wrapping_add(equal, np.int32(x_bits == result_bits))
+        below = wrapping_add(below, np.int32(result_magnitude < min_normal))  # zeros too
+        is_flushed = result_magnitude == ZERO_32
+        flushed = wrapping_add(flushed, np.int32(is_flushed))
+        # within [|x| / 2, 2|x|], of x's sign (Sterbenz: result - value is exact), or a zero
+        step = unsigned(wrapping_add(wrapping_sub(result_bits, x_bits), HALF_BINADE_32))
+        widest = max(widest, np.uint32(0) if is_flushed else step)
+        magnitude = bits_to_float32(x_magnitude)
+        error = abs(result - value)
+        largest_error = max(largest_error, float32_to_bits(error))
+        inverse = np.float32(1.0) / magnitude
+        quotient = error * inverse
+        # the quotient's remainder, exact, over |x|: error / |x| = quotient + that, within 2**-45
+        correction += fused_multiply_add_32(-quotient, magnitude, error) * inverse
+        largest_quotient = max(largest_quotient, ZERO_32 if is_flushed else float32_to_bits(quotient))
+        error_buffer[lane] = error
+        quotient_buffer[lane] = quotient
+    narrow = (smallest >= low) & (largest <= high) & (widest <= BINADE_32)
+    return narrow, size - equal, below - flushed, flushed, largest_error, largest_quotient, correction
+
+
 def _signature(input_type, result_type):
     def readonly(dtype):
         return types.Array(dtype, 1, "C", readonly=True)
@@ -208,10 +315,46 @@ def gather(x, rounded, limits, bounds, counts, errors):
     max_rel = errors[3]
     sum_abs = 0.0
     sum_rel = 0.0
+    error_buffer = np.empty(LANES, np.float32)
+    quotient_buffer = np.empty(LANES, np.float32)
+    skipped = 0  # blocks left to give to the ordinary loop alone
+    failed = 0  # blocks in a row that were not narrow
     for start in range(0, size, LANES):
         stop = min(size, start + LANES)
         x_block = x[start:stop]
         rounded_block = rounded[start:stop]
+        # a narrow block first (float32 only); the ordinary loop where it was not
+        if skipped > 0:
+            skipped -= 1
+        else:
+            narrow_result = narrow_block(x_block, rounded_block, bounds, error_buffer, quotient_buffer)
+            narrow, narrow_inexact, narrow_underflowed, narrow_flushed = narrow_result[:4]
+            error_bits, quotient_bits, correction = narrow_result[4:]
+            if narrow:
+                block_abs = 0.0
+                block_rel = 0.0
+                for lane in range(stop - start):
+                    block_abs += np.float64(error_buffer[lane])
+                    block_rel += np.float64(quotient_buffer[lane])
+                counted[0] += narrow_inexact
+                counted[2] += narrow_underflowed
+                counted[3] += narrow_flushed
+                counted[5] += stop - start
+                counted[6] += stop - start
+                sum_abs += block_abs
+                sum_rel += block_rel + np.float64(correction)
+                max_abs = max(max_abs, np.float64(bits_to_float32(error_bits)))
+                if narrow_flushed > 0:
+                    max_rel = max(max_rel, 1.0)  # |0 - x| / |x|, exactly
+                if np.float64(bits_to_float32(quotient_bits)) * QUOTIENT_MARGIN >= max_rel:
+                    for lane in range(stop - start):
+                        max_rel = larger_quotient(np.float64(error_buffer[lane]), abs(np.float64(x_block[lane])),
+                                                  max_rel)
+                failed = 0
+                continue
+            failed += 1
+            if failed == FAILS:
+                skipped, failed = SKIP, 0
         largest_x = magnitude_bits(x_block[0])
         smallest_x = unsigned(less_one(0, largest_x))  # the largest unsigned number
         zeros = underflowed = flushed = inexact = np.int32(0)
