@@ -141,7 +141,13 @@ def test_gather_goes_on_from_its_maxima():
     assert counts[5] == 600
 
 
-MODES = ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic"]
+# every mode, on formats that test_stats rounds in it already (few new kernels to
+# compile): the statistics kernel does not depend on the mode, the data it sees do
+MODE_CASES = [("e4m3", "nearest"), ("e4m3", "nearest_away"), ("e4m3", "toward_zero"), ("e4m3", "up"),
+              ("e4m3", "stochastic"), ("e5m2", "down"), ("float8_e4m3fnuz", "odd"), ("bfloat16", "nearest"),
+              ("bfloat16", "stochastic"), ("float16", "nearest"), ("q8.8", "nearest"), ("q8.8", "stochastic"),
+              ("e2m1", "nearest"), ("e2m1", "stochastic"), ("uq4.4", "down"),
+              (rp.FloatFormat(5, 3, subnormals=False), "up")]
 
 
 def narrow_data(size, seed):
@@ -166,9 +172,7 @@ def narrow_data(size, seed):
     return x
 
 
-@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "float16", "e5m2", "q8.8", "e2m1", "uq4.4",
-                                 rp.FloatFormat(5, 3, subnormals=False)])
-@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("fmt, mode", MODE_CASES)
 def test_narrow_blocks_agree_with_the_ordinary_loop(fmt, mode):
     """The narrow loop (float32 data and results) against the ordinary loop alone
     (narrow range emptied) and the element rules alone (both emptied): the counts
@@ -190,8 +194,7 @@ def test_narrow_blocks_agree_with_the_ordinary_loop(fmt, mode):
     assert_matches_reference(stats, reference_stats(x, rounded, fmt))
 
 
-@pytest.mark.parametrize("mode", MODES)
-@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q8.8"])
+@pytest.mark.parametrize("fmt, mode", MODE_CASES[:7] + MODE_CASES[8:9] + MODE_CASES[10:12])
 def test_chunked_statistics_equal_the_gathered_ones(small_chunks, fmt, mode):
     """rp.round(..., stats=True), chunk by chunk, gives the RoundingStats that
     rounding_stats gives for its result, field for field, on random data with
