@@ -75,6 +75,48 @@ def prefetch(typingctx, array, index, write):
     return types.none(array, index, write), codegen
 
 
+def _splat(builder, value, count):
+    """An LLVM vector of `count` copies of `value`."""
+    vector = ir.VectorType(value.type, count)
+    single = builder.insert_element(ir.Constant(vector, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(single, ir.Constant(vector, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+
+
+@intrinsic
+def below_mask(typingctx, array, start, threshold):
+    """Bit ``a`` (of an int64) set where ``array[start + a]``, for ``a`` in
+    [0, 32), is nonzero float32 bits whose magnitude lies below `threshold`
+    (int32, at least 1): vector compares of the 32 (``magnitude - 1 <
+    threshold - 1`` unsigned, so that zero wraps to the greatest) and their
+    masks. A loop of a constant 32 reductions would be unrolled into scalar
+    code (numba turns LLVM's SLP vectoriser off). LLVM may join the 8-lane
+    compares into 512-bit ones, which slow every vector port while in flight:
+    keep calls out of the hot rounding loops."""
+    if not (isinstance(array, types.Array) and array.dtype == types.int32 and array.ndim == 1 and array.layout == "C"
+            and isinstance(start, types.Integer) and isinstance(threshold, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        int32, int64 = ir.IntType(32), ir.IntType(64)
+        vector = ir.VectorType(int32, 8)  # 256 bits: 512-bit operations would slow the vector ports
+        first = context.cast(builder, args[1], signature.args[1], types.intp)
+        limit = _splat(builder, builder.add(context.cast(builder, args[2], signature.args[2], types.int32), int32(-1)),
+                       8)
+        mask = int64(0)
+        for quarter in range(4):
+            pointer = builder.gep(data, [builder.add(first, first.type(8 * quarter))])
+            values = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
+            keys = builder.add(builder.and_(values, ir.Constant(vector, [int32(0x7FFFFFFF)] * 8)),
+                               ir.Constant(vector, [int32(-1)] * 8))
+            below = builder.zext(builder.bitcast(builder.icmp_unsigned("<", keys, limit), ir.IntType(8)), int64)
+            mask = builder.or_(mask, builder.shl(below, int64(8 * quarter)))
+        return mask
+
+    return types.int64(array, start, threshold), codegen
+
+
 @njit(**NUMBA_OPTIONS)
 def power_of_two(exponent):
     """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
@@ -248,21 +290,17 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
                                       rand_bits)
             keyed_high = wrapping_add(keyed_high, weyl_step)
             keyed_low = wrapping_add(keyed_low, weyl_step)
-        if not low_fast:  # run by run: a vectorised count, then the run's elements below the range again
+        if not low_fast:  # run by run: a vector compare, then the run's elements below the range again
             threshold = _below_threshold(shift, low)
-            for run in range(runs + 1):
-                start = run * LANES
-                if run < runs:
-                    source_run = source[start:start + LANES]
-                    count = np.int32(0)
-                    for a in range(LANES):
-                        count += np.int32(_below_range(source_run[a], threshold))
-                    if count == 0:
-                        continue
-                for a in range(start, min(start + LANES, source.size)):
-                    if _below_range(source[a], threshold):
-                        target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a,
-                                                     rand_bits)
+            for run in range(runs):
+                below = below_mask(source, run * LANES, threshold)
+                for a in range(LANES if below != 0 else 0):
+                    if (below >> a) & 1:
+                        target[run * LANES + a] = round_in_float64(source[run * LANES + a], exponent, element_params,
+                                                                   mode, key, index + run * LANES + a, rand_bits)
+            for a in range(runs * LANES, source.size):
+                if _below_range(source[a], threshold):
+                    target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
     else:  # in float64
         for a in range(source.size):
             target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
