@@ -556,17 +556,25 @@ def _fast_kernel(mode):
                         fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
                                    element_params, mode, key, index, rand_bits)
             return
+        # the least nonzero magnitude of each piece of PIECE elements of a block (a long
+        # block: one scale per row or array), found in the pass for its largest, which
+        # memory bounds; so that one tiny value sends one piece, not the block, to the
+        # float64 check
+        piece_least = np.empty(-(-min(block_size, max(length, 1)) // PIECE), np.int32)
         for row in range(rows):
             source_row, target_row = source[row], target[row]
             for block, first in enumerate(range(0, length, block_size)):
                 stop = min(first + block_size, length)
                 source_block, target_block = source_row[first:stop], target_row[first:stop]
                 largest = np.int32(0)
-                least = INF_32  # the least nonzero magnitude (inf: none)
-                for a in range(source_block.size):
-                    magnitude = np.int32(source_block[a] & MAGNITUDE_32)
-                    largest = max(largest, magnitude)
-                    least = min(least, magnitude if magnitude != 0 else INF_32)
+                for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
+                    source_piece = source_block[piece_first:piece_first + PIECE]
+                    least = INF_32  # (inf: none)
+                    for a in range(source_piece.size):
+                        magnitude = np.int32(source_piece[a] & MAGNITUDE_32)
+                        largest = max(largest, magnitude)
+                        least = min(least, magnitude if magnitude != 0 else INF_32)
+                    piece_least[piece] = least
                 if largest >= INF_32:  # NaN or inf: a NaN block
                     scales[row, block] = np.nan
                     for a in range(target_block.size):
@@ -578,24 +586,12 @@ def _fast_kernel(mode):
                 block_fast = (largest - shift <= top and largest_result + shift < INF_32
                               and quantum + shift >= SMALLEST_NORMAL_32)
                 index = offset + row * length + first
-                if source_block.size <= PIECE:
-                    _round_piece(source_block, target_block, least, block_fast, shift, exponent, low, clamp, params,
-                                 element_params, mode, key, index, rand_bits, multipliers, weyl_step, source_row,
-                                 target_row, first + PREFETCH)
-                    continue
-                # a long block (one scale per row or array) in pieces, each checked for
-                # its least magnitude, so that one tiny value sends one piece to float64
-                for piece_first in range(0, source_block.size, PIECE):
+                for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
                     piece_stop = min(piece_first + PIECE, source_block.size)
-                    source_piece = source_block[piece_first:piece_stop]
-                    least = INF_32
-                    for a in range(source_piece.size):
-                        magnitude = np.int32(source_piece[a] & MAGNITUDE_32)
-                        least = min(least, magnitude if magnitude != 0 else INF_32)
-                    _round_piece(source_piece, target_block[piece_first:piece_stop], least, block_fast, shift,
-                                 exponent, low, clamp, params, element_params, mode, key, index + piece_first,
-                                 rand_bits, multipliers, weyl_step, source_row, target_row,
-                                 first + piece_first + PREFETCH)
+                    _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
+                                 piece_least[piece], block_fast, shift, exponent, low, clamp, params, element_params,
+                                 mode, key, index + piece_first, rand_bits, multipliers, weyl_step, source_row,
+                                 target_row, first + piece_first + PREFETCH)
 
     return round_blocks_float32
 
