@@ -7,7 +7,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 import rpfloat as rp
@@ -325,3 +325,28 @@ def test_extremes_of_the_operands():
     assert np.isnan(most) and least == 5e-324 and not zeros
     assert fast._extremes(np.array([np.inf, -1.0])) == (np.inf, 1.0, False)
     assert fast._extremes(np.zeros((2, 3))) == (0.0, np.inf, True)
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    product_format=st.tuples(st.integers(3, 8), st.integers(1, 10)),
+    acc_format=st.tuples(st.integers(3, 8), st.integers(1, 23)),
+    order=st.sampled_from(["sequential", "pairwise"]),
+    shape=st.tuples(st.integers(1, 3), st.integers(1, 40), st.integers(1, 90)),
+    zeros=st.booleans(),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_plain_lanes_on_random_formats(product_format, acc_format, order, shape, zeros, seed):
+    """Random formats and data spread over all that `_plain_rounding` admits for
+    them (where it admits anything): the lanes without range keys give the
+    general kernel's bits."""
+    fmt, acc = rp.FloatFormat(*product_format), rp.FloatFormat(*acc_format)
+    rows, n, cols = shape
+    least, largest = plain_range(fmt, acc, n)
+    assume(least < largest)
+    a = data_in((1, rows, n), seed, np.sqrt(least), np.sqrt(largest), zeros)
+    b = data_in((1, n, cols), seed + 1, np.sqrt(least), np.sqrt(largest), zeros)
+    assume(not zeros or (a == 0).any() or (b == 0).any())
+    chosen = fast._plain_rounding(a, b, params_of(fmt), params_of(acc), n)
+    assert chosen == (fast.PLAIN if zeros else fast.PLAIN_NONZERO)
+    assert_same(*both(a, b, fmt, acc, "nearest", general.PRODUCT, key=seed, order=order))
