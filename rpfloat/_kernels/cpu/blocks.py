@@ -178,13 +178,13 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
 # exponent field (``y = |v| - s << 23``, exact while |v| and y are normal), round y
 # with the element's float32 fast path (``fast_bits.fast_round_bits``) and add s
 # back (exact while the result is normal or zero). The block's pass for its max
-# also finds its least nonzero magnitude (a long block: each piece of PIECE
-# elements, in a pass of its own), and a block or piece takes the fast loop where
-# its results stay normal and its max lies in that range (and its random
-# counters stay in one 2**32 segment), then, where its least nonzero magnitude
-# lies below the range, the elements below it again in float64 (`round_blocks`'
-# arithmetic); else the float64 loop rounds all of it. Eight float32 lanes per
-# vector, no per-element test. Blocks of a power of two elements up to CHUNK
+# also finds its least nonzero magnitude (a long block: that of each piece of
+# PIECE elements), and a block or piece takes the fast loop where its results
+# stay normal and its max lies in that range (and its random counters stay in
+# one 2**32 segment), then, where its least nonzero magnitude lies below the
+# range, the elements below it again in float64 (`round_blocks`' arithmetic,
+# found 32 at a time by `below_mask`); else the float64 loop rounds all of it.
+# Eight float32 lanes per vector, no per-element test. Blocks of a power of two elements up to CHUNK
 # (MX formats: 32) take the chunked passes below instead, with the same
 # decisions element by element.
 
@@ -194,7 +194,7 @@ INF_32 = np.int32(0x7F800000)
 QUIET_NAN_32 = np.int32(0x7FC00000)
 SEGMENT_MASK = np.int64(0xFFFFFFFF)
 ALL_ONES_32 = np.uint32(0xFFFFFFFF)
-PIECE = 4096  # a long block's elements checked and rounded at a time (they stay in cache)
+PIECE = 4096  # a long block's elements rounded at a time (they stay in cache)
 LANES = 32  # the elements of a run of the fast loops, and the least block size of a chunk
 PREFETCH = 4096  # how far ahead of the run it rounds a fast loop prefetches, in elements
 
