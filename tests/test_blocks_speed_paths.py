@@ -92,3 +92,23 @@ def test_rows_shorter_than_the_prefetch_distance():
         x = np.random.default_rng(length).standard_normal((2, length)).astype(np.float32)
         for fmt in (rp.format("mxfp8_e4m3"), rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", block_size=40)):
             _assert_same(x, fmt, (layout.NEAREST, layout.STOCHASTIC))
+
+
+@pytest.mark.parametrize("fmt", [rp.format("mxint8"), rp.format("mxfp4_e2m1"),
+                                 rp.ScaledFormat(rp.FixedFormat(2, 6), block_size=64)], ids=repr)
+def test_chunked_blocks_outside_the_range_at_every_place_of_a_run(fmt):
+    """Chunked blocks (pass D finds the elements outside the fast range LANES
+    at a time): tiny elements and elements near a block's max (which round
+    past the element's max for int8 elements) first, last and inside a run,
+    and in a ragged last block's runs and remainder."""
+    block = fmt.block_size
+    length = 5 * block + LANES + 9  # a ragged last block: a run and a remainder
+    x = np.random.default_rng(7).standard_normal((3, length)).astype(np.float32)
+    positions = [0, 1, LANES - 1, LANES, block - 1, 2 * block + 17, 5 * block, 5 * block + LANES - 1,
+                 5 * block + LANES, length - 1]
+    x = _tiny_at(x, positions, 8)
+    for b in range(0, length, block):  # the block's max just below a power of two, others near it
+        x[:, b + 3] = np.float32(1.999)
+        if b + block + 1 < length:
+            x[:, min(b + block - 1, length - 1)] = np.float32(-1.996)
+    _assert_same(x, fmt, MODES)

@@ -22,6 +22,7 @@ import numpy as np
 from llvmlite import ir
 from numba import njit, types
 from numba.core import cgutils
+from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 from ..core.bits import (
@@ -84,17 +85,19 @@ def _splat(builder, value, count):
 
 
 @intrinsic
-def below_mask(typingctx, array, start, threshold):
+def outside_mask(typingctx, array, start, threshold, ceiling):
     """Bit ``a`` (of an int64) set where ``array[start + a]``, for ``a`` in
     [0, 32), is nonzero float32 bits whose magnitude lies below `threshold`
-    (int32, at least 1): vector compares of the 32 (``magnitude - 1 <
-    threshold - 1`` unsigned, so that zero wraps to the greatest) and their
+    (int32, at least 1) or above `ceiling` (int32, at least 0): vector
+    compares of the 32 (``magnitude - 1 < threshold - 1`` unsigned, so that
+    zero wraps to the greatest; ``magnitude > ceiling`` signed) and their
     masks. A loop of a constant 32 reductions would be unrolled into scalar
     code (numba turns LLVM's SLP vectoriser off). LLVM may join the 8-lane
     compares into 512-bit ones, which slow every vector port while in flight:
     keep calls out of the hot rounding loops."""
     if not (isinstance(array, types.Array) and array.dtype == types.int32 and array.ndim == 1 and array.layout == "C"
-            and isinstance(start, types.Integer) and isinstance(threshold, types.Integer)):
+            and isinstance(start, types.Integer) and isinstance(threshold, types.Integer)
+            and isinstance(ceiling, types.Integer)):
         return None
 
     def codegen(context, builder, signature, args):
@@ -104,17 +107,19 @@ def below_mask(typingctx, array, start, threshold):
         first = context.cast(builder, args[1], signature.args[1], types.intp)
         limit = _splat(builder, builder.add(context.cast(builder, args[2], signature.args[2], types.int32), int32(-1)),
                        8)
+        top = _splat(builder, context.cast(builder, args[3], signature.args[3], types.int32), 8)
         mask = int64(0)
         for quarter in range(4):
             pointer = builder.gep(data, [builder.add(first, first.type(8 * quarter))])
             values = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
-            keys = builder.add(builder.and_(values, ir.Constant(vector, [int32(0x7FFFFFFF)] * 8)),
-                               ir.Constant(vector, [int32(-1)] * 8))
-            below = builder.zext(builder.bitcast(builder.icmp_unsigned("<", keys, limit), ir.IntType(8)), int64)
+            magnitudes = builder.and_(values, ir.Constant(vector, [int32(0x7FFFFFFF)] * 8))
+            keys = builder.add(magnitudes, ir.Constant(vector, [int32(-1)] * 8))
+            outside = builder.or_(builder.icmp_unsigned("<", keys, limit), builder.icmp_signed(">", magnitudes, top))
+            below = builder.zext(builder.bitcast(outside, ir.IntType(8)), int64)
             mask = builder.or_(mask, builder.shl(below, int64(8 * quarter)))
         return mask
 
-    return types.int64(array, start, threshold), codegen
+    return types.int64(array, start, threshold, ceiling), codegen
 
 
 @njit(**NUMBA_OPTIONS)
@@ -183,7 +188,7 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
 # stay normal and its max lies in that range (and its random counters stay in
 # one 2**32 segment), then, where its least nonzero magnitude lies below the
 # range, the elements below it again in float64 (`round_blocks`' arithmetic,
-# found 32 at a time by `below_mask`); else the float64 loop rounds all of it.
+# found 32 at a time by `outside_mask`); else the float64 loop rounds all of it.
 # Eight float32 lanes per vector, no per-element test. Blocks of a power of two elements up to CHUNK
 # (MX formats: 32) take the chunked passes below instead, with the same
 # decisions element by element.
@@ -293,11 +298,11 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         if not low_fast:  # run by run: a vector compare, then the run's elements below the range again
             threshold = _below_threshold(shift, low)
             for run in range(runs):
-                below = below_mask(source, run * LANES, threshold)
-                for a in range(LANES if below != 0 else 0):
-                    if (below >> a) & 1:
-                        target[run * LANES + a] = round_in_float64(source[run * LANES + a], exponent, element_params,
-                                                                   mode, key, index + run * LANES + a, rand_bits)
+                below = outside_mask(source, run * LANES, threshold, MAGNITUDE_32)
+                while below != 0:
+                    a = run * LANES + trailing_zeros(below)
+                    target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
+                    below &= below - 1
             for a in range(runs * LANES, source.size):
                 if _below_range(source[a], threshold):
                     target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
@@ -458,25 +463,45 @@ def fix_blocks(source, target, blocks, block_size, kinds, shifts, low, top, elem
     may have rounded wrongly, by their `kinds`: a NaN block's elements NaN, a
     FLOAT64_BLOCK's elements in float64 (`round_in_float64`), and of a
     SOME_ELEMENTS block the nonzero elements below the float32 normals or whose
-    shifted magnitude lies outside [`low`, `top`], in float64 too. Element ``a``
-    draws random number ``index + a``."""
-    for b in range(blocks):
-        kind = kinds[b]
-        if kind == FAST_BLOCK:
+    shifted magnitude lies outside [`low`, `top`], in float64 too: found LANES
+    at a time by `outside_mask` (a ragged block's last elements one by one).
+    Element ``a`` draws random number ``index + a``. The kinds are read eight at
+    a time (`kinds` holds a multiple of eight), and eight FAST_BLOCKs (zeros)
+    skipped at once."""
+    words = kinds.view(np.int64)
+    for word in range(-(-blocks // 8)):
+        if words[word] == 0:
             continue
-        first = b * block_size
-        stop = min(first + block_size, source.size)
-        if kind == NAN_BLOCK:
-            for a in range(first, stop):
-                target[a] = QUIET_NAN_32
-            continue
-        shift = np.int64(shifts[b])
-        exponent = shift >> 23
+        for b in range(8 * word, min(8 * word + 8, blocks)):
+            kind = kinds[b]
+            if kind != FAST_BLOCK:
+                _fix_block(source, target, b * block_size, min(b * block_size + block_size, source.size), kind,
+                           np.int64(shifts[b]), low, top, element_params, mode, key, index, rand_bits)
+
+
+@njit(**NUMBA_OPTIONS)
+def _fix_block(source, target, first, stop, kind, shift, low, top, element_params, mode, key, index, rand_bits):
+    """`fix_blocks` for the block of elements `first` to `stop` of `kind`
+    whose exponent field shifts by `shift`."""
+    if kind == NAN_BLOCK:
         for a in range(first, stop):
-            magnitude = np.int64(source[a] & MAGNITUDE_32)
-            if kind == FLOAT64_BLOCK or (magnitude != 0 and (magnitude < SMALLEST_NORMAL_32 or magnitude - shift < low
-                                                              or magnitude - shift > top)):
-                target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
+            target[a] = QUIET_NAN_32
+        return
+    exponent = shift >> 23
+    runs_stop = first if kind == FLOAT64_BLOCK else first + (stop - first) // LANES * LANES
+    threshold = _below_threshold(shift, low)
+    ceiling = np.int32(max(min(top + shift, np.int64(MAGNITUDE_32)), np.int64(0)))
+    for run_first in range(first, runs_stop, LANES):
+        outside = outside_mask(source, run_first, threshold, ceiling)
+        while outside != 0:
+            a = run_first + trailing_zeros(outside)
+            target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
+            outside &= outside - 1
+    for a in range(runs_stop, stop):
+        magnitude = np.int64(source[a] & MAGNITUDE_32)
+        if kind == FLOAT64_BLOCK or (magnitude != 0 and (magnitude < SMALLEST_NORMAL_32 or magnitude - shift < low
+                                                          or magnitude - shift > top)):
+            target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
 
 
 def _fast_kernel(mode):
