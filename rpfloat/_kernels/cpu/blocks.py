@@ -570,13 +570,15 @@ def _fast_kernel(mode):
                                                               multipliers, params, mode, rand_bits)
                                 keyed_high = wrapping_add(keyed_high, weyl_step)
                                 keyed_low = wrapping_add(keyed_low, weyl_step)
-                        tail = size - size % LANES
-                        if tail < size:  # the ragged block's elements after its last run: the fast
-                            # loop too (pass D rounds those outside the range again, as in the runs)
-                            shift = np.int64(block_shifts[blocks - 1])
-                            _round_piece(source_chunk[tail:], target_chunk[tail:], INF_32, True, shift, shift >> 23,
-                                         low, clamp, params, element_params, mode, key, index + tail, rand_bits,
-                                         multipliers, weyl_step, source_row, target_row, first + tail + PREFETCH)
+                        # the ragged block's elements after its last run: the fast loop too (pass D
+                        # rounds those outside the range again, as in the runs), a loop of its own
+                        # (`_round_piece` here would be a second copy of it to compile)
+                        shift_32 = block_shifts[blocks - 1]
+                        for a in range(size - size % LANES, size):
+                            target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
+                                                            multipliers, params, mode, rand_bits)
+                            keyed_high = wrapping_add(keyed_high, weyl_step)
+                            keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
                         fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
                                    element_params, mode, key, index, rand_bits)
