@@ -175,16 +175,16 @@ def test_stochastic_rounding_is_reproducible_and_follows_the_counters():
 
 def test_block_extremes_fold_to_numpys():
     """Pass A alone: each block's largest magnitude and least nonzero one less 1
-    (all ones where a block has none), for every power-of-two block size from 4."""
+    (all ones where a block has none), for every power-of-two block size the
+    chunks take (LANES to CHUNK)."""
     rng = np.random.default_rng(1)
     bits = rng.standard_normal(CHUNK).astype(np.float32).view(np.int32).copy()
     bits[rng.random(CHUNK) < 0.3] = 0
     bits[:64] = 0
     bits[100] = np.float32(-np.inf).view(np.int32)
-    buffers = [np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.uint32),
-               np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.uint32)]
+    buffers = [np.empty(CHUNK // blocks.LANES, np.int32), np.empty(CHUNK // blocks.LANES, np.uint32)]
     magnitudes = (bits & 0x7FFFFFFF).astype(np.int64)
-    for size in (2**k for k in range(2, 13)):
+    for size in (2**k for k in range(5, 13)):
         count = CHUNK // size
         largest, least = blocks.block_extremes(bits, count, size, *buffers)
         by_block = magnitudes.reshape(count, size)

@@ -122,6 +122,44 @@ def outside_mask(typingctx, array, start, threshold, ceiling):
     return types.int64(array, start, threshold, ceiling), codegen
 
 
+@intrinsic
+def run_extremes(typingctx, array, start):
+    """``(largest, least)`` of the 32 float32 bits ``array[start:start + 32]``:
+    the largest magnitude (int64 of an int32) and the least nonzero magnitude
+    less 1 (`_least_key`: a uint32 in an int64; all ones: none), from four
+    8-lane vectors folded into one and reduced (LLVM's vector reductions: a
+    loop of 32 reductions would be unrolled into scalar code)."""
+    if not (isinstance(array, types.Array) and array.dtype == types.int32 and array.ndim == 1 and array.layout == "C"
+            and isinstance(start, types.Integer)):
+        return None
+    result = types.UniTuple(types.int64, 2)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        int32, int64 = ir.IntType(32), ir.IntType(64)
+        vector = ir.VectorType(int32, 8)
+        first = context.cast(builder, args[1], signature.args[1], types.intp)
+        largest = least = None
+        for quarter in range(4):
+            pointer = builder.gep(data, [builder.add(first, first.type(8 * quarter))])
+            values = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
+            magnitudes = builder.and_(values, ir.Constant(vector, [int32(0x7FFFFFFF)] * 8))
+            keys = builder.add(magnitudes, ir.Constant(vector, [int32(-1)] * 8))
+            if largest is None:
+                largest, least = magnitudes, keys
+            else:
+                largest = builder.select(builder.icmp_signed(">", largest, magnitudes), largest, magnitudes)
+                least = builder.select(builder.icmp_unsigned("<", least, keys), least, keys)
+        reduce_type = ir.FunctionType(int32, [vector])
+        smax = cgutils.get_or_insert_function(builder.module, reduce_type, "llvm.vector.reduce.smax.v8i32")
+        umin = cgutils.get_or_insert_function(builder.module, reduce_type, "llvm.vector.reduce.umin.v8i32")
+        big = builder.sext(builder.call(smax, [largest]), int64)
+        small = builder.zext(builder.call(umin, [least]), int64)
+        return context.make_tuple(builder, signature.return_type, [big, small])
+
+    return result(array, start), codegen
+
+
 @njit(**NUMBA_OPTIONS)
 def power_of_two(exponent):
     """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
@@ -320,11 +358,11 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 # whose loops LLVM vectorises without a setup per block:
 #
 # A. every block's largest magnitude and least nonzero one (`block_extremes`):
-#    the chunk folded four (or two) elements at a time, each fold a loop over
-#    the whole chunk (``m[k] = max(x[4k], x[4k+1], x[4k+2], x[4k+3])``), until
-#    one value per block is left: three loops for blocks of 32, not one per
-#    block (numba turns LLVM's SLP vectoriser off, and a loop of a constant 32
-#    reductions is unrolled into scalar code before the loop vectoriser runs);
+#    LANES elements at a time by `run_extremes`, four 8-lane vectors folded
+#    into one and reduced with LLVM's vector reductions (numba turns LLVM's SLP
+#    vectoriser off, and a loop of a constant 32 reductions is unrolled into
+#    scalar code before the loop vectoriser runs; folding the whole chunk four
+#    elements at a time, loop by loop, took twice as long);
 # B. every block's scale, shift and kind (`scale_blocks`), one loop over the
 #    blocks: FAST_BLOCK where `_round_piece` takes its fast loop; SOME_ELEMENTS
 #    where the block's results fit the fast loop but some of its shifted
@@ -371,56 +409,18 @@ def _least_key(magnitude):
 
 
 @njit(**NUMBA_OPTIONS)
-def _extremes_4(source, count, largest, least):
-    for k in range(count):
-        m0 = np.int32(source[4 * k] & MAGNITUDE_32)
-        m1 = np.int32(source[4 * k + 1] & MAGNITUDE_32)
-        m2 = np.int32(source[4 * k + 2] & MAGNITUDE_32)
-        m3 = np.int32(source[4 * k + 3] & MAGNITUDE_32)
-        largest[k] = max(max(m0, m1), max(m2, m3))
-        least[k] = min(min(_least_key(m0), _least_key(m1)), min(_least_key(m2), _least_key(m3)))
-
-
-@njit(**NUMBA_OPTIONS)
-def _fold_4(largest, least, count, largest_out, least_out):
-    for k in range(count):
-        largest_out[k] = max(max(largest[4 * k], largest[4 * k + 1]), max(largest[4 * k + 2], largest[4 * k + 3]))
-        least_out[k] = min(min(least[4 * k], least[4 * k + 1]), min(least[4 * k + 2], least[4 * k + 3]))
-
-
-@njit(**NUMBA_OPTIONS)
-def _fold_2(largest, least, count, largest_out, least_out):
-    for k in range(count):
-        largest_out[k] = max(largest[2 * k], largest[2 * k + 1])
-        least_out[k] = min(least[2 * k], least[2 * k + 1])
-
-
-@njit(**NUMBA_OPTIONS)
-def block_extremes(source, blocks, block_size, largest_a, least_a, largest_b, least_b):
+def block_extremes(source, blocks, block_size, largest, least):
     """Pass A: ``(largest, least)``, the largest magnitude (int32) and the least
     nonzero magnitude less 1 (`_least_key`, uint32; all ones: none) of each of
-    the first `blocks` blocks of `source`, in the first `blocks` entries of one
-    of the two buffer pairs. Each fold is a loop of its own, out of place
-    (folding in place, LLVM could not rule out overlap and kept it scalar), and
-    with its factor a constant (a factor known only at run time left it scalar)."""
-    count = blocks * (block_size // 4)
-    _extremes_4(source, count, largest_a, least_a)
-    width = block_size // 4
-    in_a = True
-    while width > 1:
-        factor = 4 if width >= 4 else 2
-        count //= factor
-        if in_a and factor == 4:
-            _fold_4(largest_a, least_a, count, largest_b, least_b)
-        elif in_a:
-            _fold_2(largest_a, least_a, count, largest_b, least_b)
-        elif factor == 4:
-            _fold_4(largest_b, least_b, count, largest_a, least_a)
-        else:
-            _fold_2(largest_b, least_b, count, largest_a, least_a)
-        in_a = not in_a
-        width //= factor
-    return (largest_a, least_a) if in_a else (largest_b, least_b)
+    the first `blocks` blocks of `source` (of a multiple of LANES elements), in
+    their first `blocks` entries: `run_extremes` of each run of a block."""
+    for b in range(blocks):
+        big, small = run_extremes(source, b * block_size)
+        for start in range(b * block_size + LANES, b * block_size + block_size, LANES):
+            more_big, more_small = run_extremes(source, start)
+            big, small = max(big, more_big), min(small, more_small)
+        largest[b], least[b] = np.int32(big), np.uint32(small)
+    return largest, least
 
 
 @njit(**NUMBA_OPTIONS)
@@ -521,8 +521,7 @@ def _fast_kernel(mode):
         top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
         clamp = np.int32(high)
         if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
-            largest_a, largest_b = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int32)
-            least_a, least_b = np.empty(CHUNK // 2, np.uint32), np.empty(CHUNK // 2, np.uint32)
+            largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
             per_block = 0  # log2 of the lanes per block
             while LANES << per_block < block_size:
@@ -534,8 +533,7 @@ def _fast_kernel(mode):
                     source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
                     whole = size // block_size  # the blocks but a ragged last one
                     blocks = -(-size // block_size)
-                    largest, least = block_extremes(source_chunk, whole, block_size, largest_a, least_a, largest_b,
-                                                    least_b)
+                    largest, least = block_extremes(source_chunk, whole, block_size, largest_a, least_a)
                     if whole < blocks:  # the row's ragged last block
                         big, small = np.int32(0), ALL_ONES_32
                         for a in range(whole * block_size, size):
