@@ -96,6 +96,8 @@ __all__ = ["TILE", "run", "serves", "compiled_kernels"]
 TILE = 1024
 # Below this many multiply-adds one thread is faster than waking the pool's.
 PARALLEL_THRESHOLD = 1 << 22
+# Row ranges per thread, taken in turn (`_on_threads`).
+CHUNKS_PER_THREAD = 8
 # How the lanes round (the kernel's fast path): ``fast_bits.fast_round_bits``
 # (any format with a fast range), by adding a power of two (nearest), or by one
 # bias and mask for the format's normal magnitudes (`_round_uniform`); PLAIN and
@@ -245,7 +247,10 @@ def _uniform_serves(params):
 
 
 def _on_threads(kernel, arguments, total_rows, threads):
-    """``kernel(*arguments, start, stop)`` over the rows, in `threads` ranges."""
+    """``kernel(*arguments, start, stop)`` over the rows: on one thread at once, or
+    in `CHUNKS_PER_THREAD` ranges per thread that each thread takes in turn, so
+    that a core the machine slows down (a shared VM's) holds the others back by
+    one range at most."""
     if threads <= 1:
         kernel(*arguments, 0, total_rows)
         return
@@ -253,10 +258,23 @@ def _on_threads(kernel, arguments, total_rows, threads):
     with _pool_lock:
         if _pool is None or _pool._max_workers < threads - 1:
             _pool = concurrent.futures.ThreadPoolExecutor(max_workers=threads - 1)
-    bounds = np.linspace(0, total_rows, threads + 1).astype(np.int64).tolist()
-    futures = [_pool.submit(kernel, *arguments, bounds[t], bounds[t + 1]) for t in range(1, threads)]
+    bounds = np.linspace(0, total_rows, min(total_rows, threads * CHUNKS_PER_THREAD) + 1).astype(np.int64).tolist()
+    ranges = iter(list(zip(bounds[:-1], bounds[1:])))
+    failed = threading.Event()
+
+    def take_ranges():
+        for start, stop in ranges:  # next() on a list iterator is atomic: each range goes to one thread
+            if failed.is_set():
+                return
+            try:
+                kernel(*arguments, start, stop)
+            except BaseException:
+                failed.set()
+                raise
+
+    futures = [_pool.submit(take_ranges) for _ in range(threads - 1)]
     try:
-        kernel(*arguments, bounds[0], bounds[1])
+        take_ranges()
     finally:
         for future in futures:
             future.result()
