@@ -50,6 +50,12 @@ VARIANTS = [
 ]
 
 
+# Seconds each rp.matmul case runs untimed first: OpenBLAS's threads keep spinning for
+# about 0.1 s after np.matmul or np.linalg.norm returns, and the first rp.matmul
+# calls on two cores run up to 1.4x slower meanwhile.
+WARM_UP = 0.3
+
+
 def best_time(function, repeats: int, min_seconds: float = 0.0) -> float:
     """Best wall time of `repeats` runs; a fast call is repeated within a run until
     it lasts `min_seconds`, and timed per call."""
@@ -125,6 +131,8 @@ def main(argv=None) -> None:
             numba.set_num_threads(threads)
             try:
                 error = relative_error(rp.matmul(a, b, "bfloat16", **kwargs), exact)  # compiles: untimed
+                # untimed for WARM_UP seconds: BLAS's threads spin on after its calls (above) and take a core
+                best_time(lambda: rp.matmul(a, b, "bfloat16", **kwargs), 1, min_seconds=WARM_UP)
                 seconds = best_time(lambda: rp.matmul(a, b, "bfloat16", **kwargs), repeats)
             finally:
                 numba.set_num_threads(all_threads)
