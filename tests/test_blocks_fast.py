@@ -34,7 +34,9 @@ def _data(rows: int, length: int, seed: int) -> np.ndarray:
         return x.astype(np.float32)
 
 
-def _run_both(x, fmt, mode, key, rand_bits):
+def _run_both(x, fmt, mode, key, rand_bits, offset=7):
+    """``[(values, scales) of the fast kernel, (values, scales) of the general one]``
+    for float32 rows `x`, element ``(0, 0)`` drawing random number `offset`."""
     plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, None if rand_bits == 64 else rand_bits, x.dtype)
     rows, length = x.shape
     block_size = fmt.block_size or length
@@ -47,11 +49,11 @@ def _run_both(x, fmt, mode, key, rand_bits):
         if fast:
             fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
                                         plan.element_params, block_params, plan.float_params, int(plan.mode), key,
-                                        7, plan.rand_bits)
+                                        offset, plan.rand_bits)
         else:
             general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
                                        scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
-                                       block_params, plan.float_params, int(plan.mode), key, 7, plan.rand_bits)
+                                       block_params, plan.float_params, int(plan.mode), key, offset, plan.rand_bits)
         outputs.append((out, scales))
     return outputs
 

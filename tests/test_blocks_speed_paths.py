@@ -7,31 +7,13 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat import scaling
 from rpfloat._kernels.core import layout
-from rpfloat._kernels.cpu.blocks import LANES, PIECE, fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import LANES, PIECE
+from test_blocks_fast import _run_both as run_both
 
 
 def _run_both(x, fmt, mode, key):
-    plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, None, x.dtype)
-    rows, length = x.shape
-    block_size = fmt.block_size or length
-    blocks = -(-length // block_size)
-    block_params = plan.block_params[:6] + (block_size, 0)
-    outputs = []
-    for fast in (True, False):
-        out = np.empty_like(x)
-        scales = np.empty((rows, blocks))
-        if fast:
-            fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
-                                        plan.element_params, block_params, plan.float_params, int(plan.mode), key,
-                                        3, plan.rand_bits)
-        else:
-            general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
-                                       scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
-                                       block_params, plan.float_params, int(plan.mode), key, 3, plan.rand_bits)
-        outputs.append((out, scales))
-    return outputs
+    return run_both(x, fmt, mode, key, 64, offset=3)
 
 
 def _assert_same(x, fmt, modes, key=5):
