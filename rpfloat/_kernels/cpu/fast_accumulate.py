@@ -325,18 +325,17 @@ def _round_by_adding(bits, params, mode, random, rand_bits):
 
 
 @njit(**NUMBA_OPTIONS)
-def _round_plain(bits, params, mode, random, rand_bits):
-    """Nearest by adding ``2**(e + drop)`` of the value's sign to a normal
-    magnitude of the format (at most its largest) or a zero, sign kept (-0)."""
+def _round_plain_nonzero(bits, params, mode, random, rand_bits):
+    """Nearest by adding ``2**(e + drop)`` of the value's sign to a nonzero normal
+    magnitude of the format (at most its largest); a -0 would become +0."""
     power = bits_to_float64((bits & SIGN_EXPONENT) + (params[P_FAST_DROP_MIN] << params[P_CARRIER_MAN_BITS]))
-    return float64_to_bits((bits_to_float64(bits) + power) - power) | (bits & SIGN_BIT)
+    return float64_to_bits((bits_to_float64(bits) + power) - power)
 
 
 @njit(**NUMBA_OPTIONS)
-def _round_plain_nonzero(bits, params, mode, random, rand_bits):
-    """`_round_plain` of a nonzero value (a rounded -0 would become +0)."""
-    power = bits_to_float64((bits & SIGN_EXPONENT) + (params[P_FAST_DROP_MIN] << params[P_CARRIER_MAN_BITS]))
-    return float64_to_bits((bits_to_float64(bits) + power) - power)
+def _round_plain(bits, params, mode, random, rand_bits):
+    """`_round_plain_nonzero` of a normal magnitude or a zero, the sign kept (-0)."""
+    return _round_plain_nonzero(bits, params, mode, random, rand_bits) | (bits & SIGN_BIT)
 
 
 @njit(**NUMBA_OPTIONS)
