@@ -59,18 +59,18 @@ _OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
 
 @intrinsic
 def fused_multiply_add(typingctx, a, b, c):
-    """``a * b + c`` rounded once (LLVM's ``fma``: the instruction where the CPU
-    has it, else the C library's exact ``fma``)."""
-    if not (a == b == c == types.float64):
+    """``a * b + c`` of three float32 or three float64 numbers rounded once (LLVM's
+    ``fma``: the instruction where the CPU has it, else the C library's exact ``fma``)."""
+    if not (a == b == c and a in (types.float32, types.float64)):
         return None
+    name = "llvm.fma.f32" if a == types.float32 else "llvm.fma.f64"
 
     def codegen(context, builder, signature, args):
-        double = ir.DoubleType()
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(double, [double] * 3),
-                                                  "llvm.fma.f64")
+        number = context.get_value_type(a)
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(number, [number] * 3), name)
         return builder.call(function, args)
 
-    return types.float64(types.float64, types.float64, types.float64), codegen
+    return a(a, a, a), codegen
 
 
 @intrinsic
@@ -87,21 +87,6 @@ def magnitude_bits(typingctx, value):
         return builder.and_(bits, mask)
 
     return integer(value), codegen
-
-
-@intrinsic
-def fused_multiply_add_32(typingctx, a, b, c):
-    """``a * b + c`` of float32 numbers rounded once (LLVM's ``fma``)."""
-    if not (a == b == c == types.float32):
-        return None
-
-    def codegen(context, builder, signature, args):
-        single = ir.FloatType()
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(single, [single] * 3),
-                                                  "llvm.fma.f32")
-        return builder.call(function, args)
-
-    return types.float32(types.float32, types.float32, types.float32), codegen
 
 
 @intrinsic
@@ -271,7 +256,7 @@ def _narrow_float32(x, rounded, bounds, error_buffer, quotient_buffer):
         inverse = np.float32(1.0) / magnitude
         quotient = error * inverse
         # the quotient's remainder, exact, over |x|: error / |x| = quotient + that, within 2**-45
-        correction += fused_multiply_add_32(-quotient, magnitude, error) * inverse
+        correction += fused_multiply_add(-quotient, magnitude, error) * inverse
         largest_quotient = max(largest_quotient, ZERO_32 if is_flushed else float32_to_bits(quotient))
         error_buffer[lane] = error
         quotient_buffer[lane] = quotient
