@@ -202,3 +202,42 @@ def test_rp_round_mx_rows_of_several_chunks():
             got = rp.round(x, name, mode, rng=5)
             want = rp.round(x.astype(np.float64), name, mode, rng=5)
             np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.parametrize("rounding", ["floor", "ceil", "even", "rceil"])
+def test_scale_blocks_take_power_of_two_exponent(rounding):
+    """Pass B alone (one loop without branches): each block's scale and shift
+    from its max as `core.scale.power_of_two_exponent` gives them, for maxima
+    of every kind (zero, float32 subnormals, normals, just below and at powers
+    of two, the element max's neighbours, inf and NaN) and scale ranges that
+    clamp them."""
+    from rpfloat._kernels.core.scale import power_of_two_exponent
+    rng = np.random.default_rng(2)
+    largest = np.concatenate([
+        rng.integers(0, 0x7F800000, 600), rng.integers(0, 0x00800000, 100), [0, 1, 0x7FFFFF, 0x800000, 0x7F7FFFFF],
+        np.exp2(np.arange(-149, 128, 7)).astype(np.float32).view(np.int32), [0x7F800000, 0x7FC00000, 0x7FFFFFFF]])
+    # 2 - 2**-j: the midpoints below 2 of every element precision (ties that carry or not), and neighbours
+    ties = (np.ravel((2 - np.exp2(-np.arange(1.0, 24.0)))[:, None] * np.exp2([-130.0, -3.0, 0.0, 5.0]))
+            .astype(np.float32).view(np.int32).astype(np.int64))
+    largest = np.concatenate([largest, ties - 1, ties, ties + 1]).astype(np.int32)
+    for element, scale_range in (("e4m3", (-127, 127)), ("e2m1", (-10, 10)), ("bfloat16", (-127, 127)),
+                                 (rp.FixedFormat(8, 0), (-127, 127)), (rp.FixedFormat(2, 6), (-20, 20))):
+        fmt = rp.ScaledFormat(element, block_size=32, scale_rounding=rounding, scale_format=scale_range)
+        plan = _plan(fmt, layout.NEAREST, 64)
+        block_params = plan.block_params[:6] + (32, 0)
+        element_max = plan.float_params[0]
+        with np.errstate(over="ignore"):  # bfloat16's max times 8: inf
+            near_max = (element_max * np.exp2(np.arange(-3, 4))).astype(np.float32).view(np.int32)
+        maxima = np.concatenate([largest, near_max - 1, near_max, near_max + 1]).astype(np.int32)
+        assert (maxima >= 0).all()
+        count = maxima.size
+        scales, shifts = np.empty(count), np.empty(count, np.int32)
+        kinds = np.empty(count + 8, np.int8)
+        least = np.full(count, 2**32 - 1, np.uint32)
+        blocks.scale_blocks(maxima, least, count, scales, shifts, kinds, block_params, element_max, 0, 2**31 - 1, 0, 0)
+        for big, scale, shift in zip(maxima, scales, shifts):
+            if big >= 0x7F800000:
+                assert np.isnan(scale)
+                continue
+            exponent = power_of_two_exponent(np.float64(np.int32(big).view(np.float32)), block_params, element_max)
+            assert scale == 2.0**exponent and shift == exponent << 23, (fmt, hex(big), scale, exponent)

@@ -26,11 +26,13 @@ from numba.cpython.unsafe.numbers import trailing_zeros
 from numba.extending import intrinsic
 
 from ..core.bits import (
-    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, hidden_zero, wrapping_add, wrapping_mul,
+    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, wrapping_add,
+    wrapping_mul,
 )
 from ..core.layout import P_BELOW_QUANTUM_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
-    B_BLOCK_SIZE, B_ELEMENTS, B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
+    B_BLOCK_SIZE, B_ELEMENTS, B_EMAX, B_KIND, B_ROUNDING, B_S_MAX, B_S_MIN, B_TOP_SPACING_EXP, CEIL, EVEN,
+    F_ELEMENT_MAX, F_TENSOR_SCALE, FRACTION_64, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO, RCEIL,
     power_of_two_exponent, round_element, significand_scale,
 )
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
@@ -364,7 +366,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    scalar code before the loop vectoriser runs; folding the whole chunk four
 #    elements at a time, loop by loop, took twice as long);
 # B. every block's scale, shift and kind (`scale_blocks`), one loop over the
-#    blocks: FAST_BLOCK where `_round_piece` takes its fast loop; SOME_ELEMENTS
+#    blocks without branches (vectorised): FAST_BLOCK where `_round_piece` takes its fast loop; SOME_ELEMENTS
 #    where the block's results fit the fast loop but some of its shifted
 #    magnitudes lie outside the fast range (below it: stochastic rounding's
 #    range starts high; above it: a block max that rounds past the element's
@@ -435,24 +437,44 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
     `quantum`) stay normal float32s after the shift back; its magnitudes lie in
     the range where its largest shifted one is at most `top` and its least
     nonzero one is a normal float32 whose shifted magnitude is at least `low`.
-    Returns the greatest kind (FAST_BLOCK: every block is fast)."""
+    Returns the greatest kind (FAST_BLOCK: every block is fast). One loop
+    without branches, which LLVM vectorises: the exponent is
+    `power_of_two_exponent`'s, from the float64 of the float32 max (always a
+    normal float64: no subnormal to normalise), its rounding chosen by masks."""
+    s_min, s_max, emax = block_params[B_S_MIN], block_params[B_S_MAX], block_params[B_EMAX]
+    rounding = block_params[B_ROUNDING]
+    # EVEN: the element's fraction bits in its top binade (52 or more: never a carry)
+    kept = min(max(emax - block_params[B_TOP_SPACING_EXP], np.int64(0)), np.int64(52))
+    dropped = 52 - kept
+    half_less_1 = (np.int64(1) << max(dropped - 1, np.int64(0))) - 1 if dropped > 0 else np.int64(0)
+    odd_shift = min(dropped, np.int64(63))
+    max_fraction = float64_to_bits(element_max) & FRACTION_64  # RCEIL
+    ceil = np.int64(rounding == CEIL)
+    even = np.int64(rounding == EVEN and dropped > 0)
+    rceil = np.int64(rounding == RCEIL)
     worst = np.int64(FAST_BLOCK)
     for b in range(blocks):
         big = np.int64(largest[b])
         small = np.int64(np.int32(wrapping_add(least[b], np.uint32(1))))  # 0: no nonzero magnitude
-        exponent = power_of_two_exponent(np.float64(bits_to_float32(np.int32(big))), block_params, element_max)
-        shift = np.int64(exponent) << 23
         nan = big >= INF_32
-        scales[b] = np.nan if nan else power_of_two(exponent)
+        value_bits = float64_to_bits(np.float64(bits_to_float32(np.int32(big if not nan else np.int64(0)))))
+        fraction = value_bits & FRACTION_64
+        s = (value_bits >> 52) - 1023 - emax  # floor(log2 m) - emax
+        rounded = fraction + half_less_1 + ((fraction >> odd_shift) & 1)
+        s += (ceil & np.int64(fraction != 0)) | (even & np.int64(rounded > FRACTION_64)) | (
+            rceil & np.int64(fraction > max_fraction))
+        exponent = s_min if big == 0 or nan else min(max(s, s_min), s_max)
+        shift = exponent << 23
+        scales[b] = np.nan if nan else bits_to_float64((exponent + 1023) << 52)
         shifts[b] = np.int32(shift)
         # the results of the fast loop are normal float32s (or zeros) after the shift back
-        results_fast = largest_result + shift < INF_32 and quantum + shift >= SMALLEST_NORMAL_32
+        results_fast = (largest_result + shift < INF_32) & (quantum + shift >= SMALLEST_NORMAL_32)
         # and every shifted magnitude lies in its range
-        range_fast = big - shift <= top and (small == 0 or (small >= SMALLEST_NORMAL_32 and small - shift >= low))
-        kind = NAN_BLOCK if nan else (
-            FAST_BLOCK if results_fast and range_fast else (SOME_ELEMENTS if results_fast else FLOAT64_BLOCK))
+        range_fast = (big - shift <= top) & ((small == 0) | ((small >= SMALLEST_NORMAL_32) & (small - shift >= low)))
+        kind = np.int64(NAN_BLOCK) if nan else (np.int64(FAST_BLOCK) if results_fast & range_fast else (
+            np.int64(SOME_ELEMENTS) if results_fast else np.int64(FLOAT64_BLOCK)))
         kinds[b] = kind
-        worst = max(worst, np.int64(kind))
+        worst = max(worst, kind)
     return worst
 
 
