@@ -199,13 +199,13 @@ def test_chunked_statistics_equal_the_gathered_ones(small_chunks, fmt, mode):
     """rp.round(..., stats=True), chunk by chunk, gives the RoundingStats that
     rounding_stats gives for its result, field for field, on random data with
     specials, in every mode."""
-    x = narrow_data(7 * CHUNK + 100, seed=22)
+    x = narrow_data(13 * LANES + 100, seed=22)  # many chunks of CHUNK, blocks of every kind
     check(x, fmt, mode)
 
 
 def test_narrow_blocks_see_every_edge():
     """Each special in a block of narrow numbers sends that block to the
-    ordinary loop; each narrow count is right."""
+    ordinary loop (a zero keeps it narrow, and counts there); each count is right."""
     base = np.linspace(0.75, 1.5, LANES, dtype=np.float32)
     for special in (0.0, -0.0, np.nan, np.inf, -np.inf, 1e30, 1e-40, 2.0**-61, 2.0**61, 1e-4, 449.0, -500.0):
         x = np.tile(base, 3)

@@ -52,7 +52,7 @@ ERRORS = ("sum_abs_error", "max_abs_error", "sum_rel_error", "max_rel_error")
 LIMITS = ("low", "high", "min_normal")
 # what gather reads from `bounds` (bit patterns of magnitudes), in this order
 BOUNDS = ("x_low", "x_high", "min_normal", "narrow_low", "narrow_high")
-LANES = 256
+LANES = 1024
 INF = np.inf
 _OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
 
@@ -196,8 +196,9 @@ BINADE_32 = np.uint32(1 << 24)
 # a block's largest float32 quotient, widened, times this is at least its largest
 # correctly rounded quotient (the float32 one lies within 2**-22 of it)
 QUOTIENT_MARGIN = 1.0 + 2.0**-20
-# after FAILS blocks in a row that were not narrow (zeros, specials: data that
-# may hold them throughout), the next SKIP blocks go to the ordinary loop alone
+# after FAILS blocks in a row that were not narrow (specials, tiny values that
+# stochastic rounding steps up: data that may hold them throughout), the next
+# SKIP blocks go to the ordinary loop alone
 FAILS = 2
 SKIP = 8
 
@@ -205,12 +206,13 @@ SKIP = 8
 def narrow_block(x, rounded, bounds, error_buffer, quotient_buffer):
     """A block of float32 numbers and their float32 results in one loop of
     32-bit lanes (the module's narrow blocks). Returns ``(narrow, inexact,
-    underflowed, flushed, largest_error, largest_quotient, correction)``: whether
-    the block was narrow (else the rest means nothing), its counts, the bits of
-    its largest error and of its largest float32 quotient (flushed elements
-    left out), and the float32 sum of the quotients' corrections; its errors and
-    float32 quotients go to `error_buffer` and `quotient_buffer`. Other dtypes:
-    never narrow."""
+    underflowed, flushed, zeros, largest_error, largest_quotient, correction)``:
+    whether the block was narrow (else the rest means nothing), its counts (x
+    that are zeros among them), the bits of its largest error and of its largest
+    float32 quotient (zeros and flushed elements left out), and the float32 sum
+    of the quotients' corrections; its errors and float32 quotients (0 for a
+    zero x) go to `error_buffer` and `quotient_buffer`. Other dtypes: never
+    narrow."""
     raise NotImplementedError("narrow_block runs inside numba kernels only")
 
 
@@ -222,15 +224,15 @@ def _narrow_block(x, rounded, bounds, error_buffer, quotient_buffer):
     zero = np.float32(0.0)
 
     def never(x, rounded, bounds, error_buffer, quotient_buffer):
-        return False, 0, 0, 0, zero_bits, zero_bits, zero
+        return False, 0, 0, 0, 0, zero_bits, zero_bits, zero
     return never
 
 
 def _narrow_float32(x, rounded, bounds, error_buffer, quotient_buffer):
     low, high, min_normal = np.int32(bounds[3]), np.int32(bounds[4]), np.int32(bounds[2])
     size = x.size
-    smallest, largest = MAGNITUDE_32, ZERO_32
-    equal = below = flushed = ZERO_32
+    smallest, largest = np.uint32(0xFFFFFFFF), ZERO_32
+    smallest_result = smallest_error = MAGNITUDE_32
     widest = np.uint32(0)
     largest_error = largest_quotient = ZERO_32
     correction = np.float32(0.0)
@@ -241,27 +243,45 @@ def _narrow_float32(x, rounded, bounds, error_buffer, quotient_buffer):
         result_bits = float32_to_bits(result)
         x_magnitude = bit_and(x_bits, MAGNITUDE_32)
         result_magnitude = bit_and(result_bits, MAGNITUDE_32)
-        smallest = min(smallest, x_magnitude)
+        smallest = min(smallest, unsigned(wrapping_sub(x_magnitude, ONE_32)))  # 0 wraps: the least nonzero
         largest = max(largest, x_magnitude)
-        equal = wrapping_add(equal, np.int32(x_bits == result_bits))
-        below = wrapping_add(below, np.int32(result_magnitude < min_normal))  # zeros too
-        is_flushed = result_magnitude == ZERO_32
-        flushed = wrapping_add(flushed, np.int32(is_flushed))
+        smallest_result = min(smallest_result, result_magnitude)
+        is_zero = result_magnitude == ZERO_32  # flushed, or x itself a zero
         # within [|x| / 2, 2|x|], of x's sign (Sterbenz: result - value is exact), or a zero
         step = unsigned(wrapping_add(wrapping_sub(result_bits, x_bits), HALF_BINADE_32))
-        widest = max(widest, np.uint32(0) if is_flushed else step)
-        magnitude = bits_to_float32(x_magnitude)
+        widest = max(widest, np.uint32(0) if is_zero else step)
         error = abs(result - value)
-        largest_error = max(largest_error, float32_to_bits(error))
+        error_bits = float32_to_bits(error)
+        smallest_error = min(smallest_error, error_bits)  # 0: an exact result (zeros among them)
+        largest_error = max(largest_error, error_bits)
+        magnitude = bits_to_float32(max(x_magnitude, low))  # |x|; for a zero x, whose error is 0, low
         inverse = np.float32(1.0) / magnitude
         quotient = error * inverse
         # the quotient's remainder, exact, over |x|: error / |x| = quotient + that, within 2**-45
         correction += fused_multiply_add(-quotient, magnitude, error) * inverse
-        largest_quotient = max(largest_quotient, ZERO_32 if is_flushed else float32_to_bits(quotient))
+        largest_quotient = max(largest_quotient, ZERO_32 if is_zero else float32_to_bits(quotient))
         error_buffer[lane] = error
         quotient_buffer[lane] = quotient
-    narrow = (smallest >= low) & (largest <= high) & (widest <= BINADE_32)
-    return narrow, size - equal, below - flushed, flushed, largest_error, largest_quotient, correction
+    narrow = (smallest >= unsigned(wrapping_sub(low, ONE_32))) & (largest <= high) & (widest <= BINADE_32)
+    inexact, below, zero_results, zeros = size, ZERO_32, ZERO_32, ZERO_32
+    # exact results (zeros among them), results below min_normal: counted where the
+    # block has them, each in a loop of its own (blocks without them need no counts)
+    if narrow and smallest_error == ZERO_32:
+        equal = ZERO_32
+        for lane in range(size):
+            equal = wrapping_add(equal, np.int32(x[lane] == rounded[lane]))  # -0 and +0 alike
+            zeros = wrapping_add(zeros, np.int32(bit_and(float32_to_bits(x[lane]), MAGNITUDE_32) == ZERO_32))
+        inexact = size - equal
+    if narrow and smallest_result < min_normal:
+        for lane in range(size):
+            result_magnitude = bit_and(float32_to_bits(rounded[lane]), MAGNITUDE_32)
+            below = wrapping_add(below, np.int32(result_magnitude < min_normal))
+            zero_results = wrapping_add(zero_results, np.int32(result_magnitude == ZERO_32))
+    return (narrow, inexact, below - zero_results, zero_results - zeros, zeros, largest_error, largest_quotient,
+            correction)
+
+
+ONE_32 = np.int32(1)
 
 
 def _signature(input_type, result_type):
@@ -313,8 +333,8 @@ def gather(x, rounded, limits, bounds, counts, errors):
             skipped -= 1
         else:
             narrow_result = narrow_block(x_block, rounded_block, bounds, error_buffer, quotient_buffer)
-            narrow, narrow_inexact, narrow_underflowed, narrow_flushed = narrow_result[:4]
-            error_bits, quotient_bits, correction = narrow_result[4:]
+            narrow, narrow_inexact, narrow_underflowed, narrow_flushed, narrow_zeros = narrow_result[:5]
+            error_bits, quotient_bits, correction = narrow_result[5:]
             if narrow:
                 block_abs = 0.0
                 block_rel = 0.0
@@ -325,7 +345,7 @@ def gather(x, rounded, limits, bounds, counts, errors):
                 counted[2] += narrow_underflowed
                 counted[3] += narrow_flushed
                 counted[5] += stop - start
-                counted[6] += stop - start
+                counted[6] += stop - start - narrow_zeros
                 sum_abs += block_abs
                 sum_rel += block_rel + np.float64(correction)
                 max_abs = max(max_abs, np.float64(bits_to_float32(error_bits)))
@@ -333,8 +353,9 @@ def gather(x, rounded, limits, bounds, counts, errors):
                     max_rel = max(max_rel, 1.0)  # |0 - x| / |x|, exactly
                 if np.float64(bits_to_float32(quotient_bits)) * QUOTIENT_MARGIN >= max_rel:
                     for lane in range(stop - start):
-                        max_rel = larger_quotient(np.float64(error_buffer[lane]), abs(np.float64(x_block[lane])),
-                                                  max_rel)
+                        magnitude = abs(np.float64(x_block[lane]))
+                        if magnitude != 0.0:
+                            max_rel = larger_quotient(np.float64(error_buffer[lane]), magnitude, max_rel)
                 failed = 0
                 continue
             failed += 1
