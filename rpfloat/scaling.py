@@ -11,6 +11,7 @@ import numpy as np
 
 from . import _codes
 from ._kernels.core import scale as block_layout
+from ._kernels.core.layout import P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
 from ._kernels.cpu.blocks import fast_kernel, general_kernel
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
@@ -80,6 +81,12 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
     fast_params = None
     if kind == block_layout.POWER_OF_TWO and element.carrier in (np.float16, np.float32):
         fast_params = kernel_params(element, np.dtype(np.float32), "saturate")
+        # not for elements without negatives (the fast kernel rounds magnitudes) or without positives
+        # (FixedFormat(1, 0)), nor those whose fast range is empty (man_bits == 0, deep formats:
+        # fast_round_bits does not serve them)
+        if (fast_params[P_MAX_NEG_BITS] == 0 or fast_params[P_MAX_POS_BITS] == 0
+                or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
+            fast_params = None
     return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, scale_params,
                       block_params, float_params, mode, rand_bits)
 

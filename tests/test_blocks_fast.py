@@ -20,6 +20,7 @@ FORMATS = [
     rp.ScaledFormat(rp.FixedFormat(8, 8), block_size=32, scale_format=(-20, 20)),
     rp.ScaledFormat("bfloat16", block_size=32),
     rp.ScaledFormat("float16"),
+    rp.ScaledFormat(rp.FloatFormat(4, 3, subnormals=False), block_size=32),
 ]
 
 
@@ -105,3 +106,21 @@ def test_pieces_with_a_few_elements_below_the_fast_range(fmt):
         assert bad.size == 0, (f"{fmt!r} mode {mode}: {bad.size} differ, e.g. x={x.ravel()[bad[:3]]!r} "
                                f"fast={fast.ravel()[bad[:3]]!r} general={general.ravel()[bad[:3]]!r}")
         np.testing.assert_array_equal(fast_scales, general_scales)
+
+
+@pytest.mark.parametrize("element", [rp.FixedFormat(0, 3, signed=False), rp.FixedFormat(4, 4, signed=False),
+                                     rp.FixedFormat(1, 0), rp.FloatFormat(2, 0, subnormals=False),
+                                     rp.FloatFormat(3, 0)], ids=repr)
+def test_elements_the_fast_kernel_does_not_take(element):
+    """Unsigned elements (the fast kernel rounds magnitudes: a negative value
+    must saturate at 0), elements whose largest value is 0 (-1 and 0) and
+    elements whose fast range is empty (no fraction bits): the general kernel,
+    whose bits float32 data get as float64 data do."""
+    x = _data(4, 70, 9)
+    for block_size in (1, 4, 32, None):
+        fmt = rp.ScaledFormat(element, block_size=block_size)
+        assert scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32).fast_params is None
+        for mode in ("nearest", "stochastic"):
+            got = rp.round(x, fmt, mode, rng=3)
+            want = rp.round(x.astype(np.float64), fmt, mode, rng=3)
+            np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
