@@ -94,3 +94,42 @@ def test_chunked_blocks_outside_the_range_at_every_place_of_a_run(fmt):
         if b + block + 1 < length:
             x[:, min(b + block - 1, length - 1)] = np.float32(-1.996)
     _assert_same(x, fmt, MODES)
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat(rp.FixedFormat(8, 0)), rp.ScaledFormat("e4m3"),
+                                 rp.ScaledFormat("e2m1", block_size=3 * PIECE + 100)], ids=repr)
+def test_long_blocks_whose_largest_grows_piece_by_piece(fmt):
+    """A block of several pieces is rounded piece by piece in the pass for its
+    largest, with the exponent of the largest so far, and rounded again where
+    that exponent was not the final one: maxima that grow binade by binade
+    (every earlier piece again), that grow within the final binade past the
+    range of the fast loop (int8: past 127, the whole block in float64), NaN
+    or inf in a late piece, tiny elements in pieces rounded early, a last
+    piece of a few elements, counters crossing a 2**32 segment in a piece."""
+    rng = np.random.default_rng(11)
+    length = 5 * PIECE + 37
+    base = rng.standard_normal((1, length)).astype(np.float32)
+    rows = []
+    grow = base.copy()
+    for piece in range(6):  # the largest doubles piece by piece
+        grow[0, piece * PIECE:(piece + 1) * PIECE] *= np.float32(2.0**piece)
+    rows.append(grow)
+    late = base.copy() / np.float32(4.0)
+    late[0, 10] = 100.0  # the final binade from the first piece
+    late[0, 4 * PIECE + 5] = 127.7  # then past int8's 127 in the same binade
+    rows.append(late)
+    early_max = base.copy()
+    early_max[0, 3] = 1000.0  # the final exponent from the first piece: no piece again
+    rows.append(early_max)
+    for special in (np.nan, np.inf, -np.inf):
+        row = base.copy()
+        row[0, 3 * PIECE + 1] = special
+        rows.append(row)
+    x = np.concatenate(rows)
+    x = _tiny_at(x, [1, PIECE - 1, 2 * PIECE + 3, length - 1], 12)
+    _assert_same(x, fmt, MODES)
+    for mode in (layout.STOCHASTIC, layout.STOCHASTIC_EQUAL):
+        for offset in (2**32 - PIECE - 50, 2**32 - 3 * PIECE):
+            (fast, fast_scales), (general, general_scales) = run_both(x[:2], fmt, mode, 9, 64, offset=offset)
+            np.testing.assert_array_equal(fast.view(np.uint32), general.view(np.uint32))
+            np.testing.assert_array_equal(fast_scales, general_scales)

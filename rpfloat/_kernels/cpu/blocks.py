@@ -463,6 +463,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 
 CHUNK = 4096
 FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK = range(4)
+NOT_ROUNDED = np.int64(1) << 20  # (`rounded_with`: no exponent)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -682,13 +683,22 @@ def _fast_kernel(mode):
         # the least nonzero magnitude of each piece of PIECE elements of a block (a long
         # block: one scale per row or array), found in the pass for its largest, which
         # memory bounds; so that one tiny value sends one piece, not the block, to the
-        # float64 check
-        piece_least = np.empty(-(-min(block_size, max(length, 1)) // PIECE), np.int32)
+        # float64 check. A block of several pieces is rounded in that pass too, each
+        # piece with the exponent of the largest magnitude so far (`rounded_with`),
+        # while the piece is in cache: once the largest has reached its final binade
+        # (soon, for most data) the pieces need no second pass over memory; those
+        # rounded with another exponent, or all where the final largest makes the
+        # block leave the fast loop (`block_fast`), are rounded again after it.
+        pieces_max = -(-min(block_size, max(length, 1)) // PIECE)
+        piece_least = np.empty(pieces_max, np.int32)
+        rounded_with = np.empty(pieces_max, np.int64)
         for row in range(rows):
             source_row, target_row = source[row], target[row]
             for block, first in enumerate(range(0, length, block_size)):
                 stop = min(first + block_size, length)
                 source_block, target_block = source_row[first:stop], target_row[first:stop]
+                index = offset + row * length + first
+                several = source_block.size > PIECE
                 largest = np.int32(0)
                 for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
                     source_piece = source_block[piece_first:piece_first + PIECE]
@@ -698,6 +708,19 @@ def _fast_kernel(mode):
                         largest = max(largest, magnitude)
                         least = min(least, magnitude if magnitude != 0 else INF_32)
                     piece_least[piece] = least
+                    rounded_with[piece] = NOT_ROUNDED
+                    if several and largest < INF_32:
+                        exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params,
+                                                         element_max)
+                        shift = np.int64(exponent) << 23
+                        if (largest - shift <= top and largest_result + shift < INF_32
+                                and quantum + shift >= SMALLEST_NORMAL_32):
+                            piece_stop = min(piece_first + PIECE, source_block.size)
+                            _round_piece(source_piece, target_block[piece_first:piece_stop], least, True, shift,
+                                         exponent, low, clamp, params, element_params, mode, key,
+                                         index + piece_first, rand_bits, multipliers, weyl_step, constants,
+                                         source_row, target_row, first + piece_first + PREFETCH)
+                            rounded_with[piece] = exponent
                 if largest >= INF_32:  # NaN or inf: a NaN block
                     scales[row, block] = np.nan
                     for a in range(target_block.size):
@@ -708,8 +731,9 @@ def _fast_kernel(mode):
                 shift = np.int64(exponent) << 23
                 block_fast = (largest - shift <= top and largest_result + shift < INF_32
                               and quantum + shift >= SMALLEST_NORMAL_32)
-                index = offset + row * length + first
                 for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
+                    if block_fast and rounded_with[piece] == exponent:  # as this call would round it
+                        continue
                     piece_stop = min(piece_first + PIECE, source_block.size)
                     _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
                                  piece_least[piece], block_fast, shift, exponent, low, clamp, params, element_params,
