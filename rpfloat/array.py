@@ -52,8 +52,9 @@ So ``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``, ``square`` and
 ``reciprocal`` (called plainly, without ``where``/``dtype``) also compute the exact
 error of the float64 result with error-free transformations (TwoSum; TwoProduct by
 Veltkamp splitting, as NumPy has no fma; the remainder ``a - q b`` for division
-and ``a - s**2`` for sqrt), and every element with a nonzero error is rounded from
-the exact value (``rpfloat._kernels.cpu.accumulate.round_exact``). Only the nearest
+and ``a - s**2`` for sqrt by a fused multiply-add in a numba kernel), and every
+element with a nonzero error is rounded from the exact value
+(``rpfloat._kernels.cpu.accumulate.round_exact``). Only the nearest
 modes on formats with p <= 25, with every operand an RPArray of a contained
 format, skip that step. The results are correctly rounded in every mode, with
 exact stochastic probabilities, for every format, as long as operands stay below
@@ -91,7 +92,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ._kernels.cpu.accumulate import float32_sums, round_pairs_at
+from ._kernels.cpu.accumulate import divide_exactly, float32_sums, round_pairs_at, sqrt_exactly
 from .accumulate import bounded_format, rounding_setup
 from .accumulate import matmul as _rounded_matmul
 from .accumulate import sum as _rounded_sum
@@ -593,16 +594,21 @@ def _multiply(a, b):
 
 
 def _divide(a, b):
-    quotient = a / b
-    product, error = _two_product(quotient, b)
-    remainder = (a - product) - error  # a - quotient * b, exactly
-    return quotient, remainder / b
+    a, b = np.broadcast_arrays(a, b)
+    quotient, residual = np.empty(a.shape), np.empty(a.shape)
+    divide_exactly(_flat64(a), _flat64(b), quotient.reshape(-1), residual.reshape(-1))
+    return quotient, residual
 
 
 def _sqrt(a):
-    root = np.sqrt(a)
-    product, error = _two_product(root, root)
-    return root, ((a - product) - error) / (2.0 * root)
+    root, residual = np.empty(np.shape(a)), np.empty(np.shape(a))
+    sqrt_exactly(_flat64(a), root.reshape(-1), residual.reshape(-1))
+    return root, residual
+
+
+def _flat64(values):
+    """`values` as a flat C-contiguous float64 array (a copy where they are not one)."""
+    return np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
 
 
 def _square(a):

@@ -2,7 +2,7 @@
 
 ``bitcast`` reinterprets a float as the signed integer of the same width (and back)
 without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``;
-``round_half_even`` is LLVM's ``roundeven``. `float64_words` widens a float32 in
+``round_half_even`` is LLVM's ``roundeven``; ``fused_multiply_add`` its ``fma``. `float64_words` widens a float32 in
 32-bit integer operations (for kernels that keep every value 32 bits wide).
 """
 import sys
@@ -96,6 +96,22 @@ wrapping_mul = _same_type_op("mul")
 bit_xor = _same_type_op("xor")
 bit_and = _same_type_op("and_")
 bit_or = _same_type_op("or_")
+
+
+@intrinsic
+def fused_multiply_add(typingctx, a, b, c):
+    """``a * b + c`` of three float32 or three float64 numbers rounded once (LLVM's
+    ``fma``: the instruction where the CPU has it, else the C library's exact ``fma``)."""
+    if not (a == b == c and a in (types.float32, types.float64)):
+        return None
+    name = "llvm.fma.f32" if a == types.float32 else "llvm.fma.f64"
+
+    def codegen(context, builder, signature, args):
+        number = context.get_value_type(a)
+        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(number, [number] * 3), name)
+        return builder.call(function, args)
+
+    return a(a, a, a), codegen
 
 
 @intrinsic

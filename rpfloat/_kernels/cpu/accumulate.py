@@ -93,9 +93,19 @@ import math
 import numpy as np
 from numba import njit, types
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float32_to_bits, float64_to_bits
+from ..core.bits import (
+    NUMBA_OPTIONS, bits_to_float64, float32_to_bits, float64_to_bits, fused_multiply_add, wrapping_add,
+)
 from ..core.layout import (
     DOWN,
+    P_BELOW_QUANTUM_BITS,
+    P_FAST_DROP_MIN,
+    P_FAST_DROP_OFFSET,
+    P_FAST_HIGH_BITS,
+    P_FAST_LOW_RANDOM_BITS,
+    P_MAX_NEG_BITS,
+    P_MAX_POS_BITS,
+    P_MIN_NORMAL_BITS,
     NEAREST_AWAY,
     ODD,
     PARAMS_TYPE,
@@ -378,17 +388,88 @@ def float32_sums(a, b, total, inexact):
     return count
 
 
+@_compiled_at_first_call(types.void(_INPUT1, _INPUT1, _ARRAY1, _ARRAY1))
+def divide_exactly(a, b, quotient, residual):
+    """``quotient = fl(a / b)`` and ``residual = (a - quotient * b) / b``: the
+    remainder exact (one fused multiply-add, wherever it is a float64), its
+    quotient rounded, so ``quotient + residual`` is ``a / b`` within a relative
+    ``2**-106``."""
+    for i in range(a.size):
+        quotient[i] = a[i] / b[i]
+        residual[i] = fused_multiply_add(-quotient[i], b[i], a[i]) / b[i]
+
+
+@_compiled_at_first_call(types.void(_INPUT1, _ARRAY1, _ARRAY1))
+def sqrt_exactly(a, root, residual):
+    """``root = fl(sqrt(a))`` and ``residual = (a - root**2) / (2 root)``: the
+    remainder exact (one fused multiply-add), the rest rounded."""
+    for i in range(a.size):
+        root[i] = np.sqrt(a[i])
+        residual[i] = fused_multiply_add(-root[i], root[i], a[i]) / (2.0 * root[i])
+
+
 @_compiled_at_first_call(types.void(_INPUT1, _INPUT1, types.Array(types.int64, 1, "C", readonly=True), _ARRAY1,
                                    PARAMS_TYPE, MIDPOINTS_TYPE, types.int64, types.uint64, types.int64))
 def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key, rand_bits):
     """``out[i] = round_exact(values[i], residuals[i])`` for each ``i`` in `indices`;
-    element ``i`` draws number ``i`` of the stream `key`, as ``rp.round`` does."""
+    element ``i`` draws number ``i`` of the stream `key`, as ``rp.round`` does.
+    Stochastic rounding takes `stochastic_pair` where it applies."""
     stochastic = mode == STOCHASTIC or mode == STOCHASTIC_EQUAL
     random = U64_ZERO
     for i in indices:
         if stochastic:
             random = random_bits(key, i)
+        if mode == STOCHASTIC:
+            done, result = stochastic_pair(values[i], residuals[i], params, random, rand_bits)
+            if done:
+                out[i] = result
+                continue
         out[i] = round_exact(values[i], residuals[i], params, midpoints, mode, random, rand_bits)
+
+
+@njit(**NUMBA_OPTIONS)
+def stochastic_pair(value, residual, params, random, rand_bits):
+    """``(True, round_exact(value, residual, ...))`` in mode stochastic, by integer
+    arithmetic, where the pair lies in the format's fast range (the grid there
+    has one spacing per float64 binade, ``2**drop`` float64 steps); else
+    ``(False, 0.0)``.
+
+    The exact ``|z| = |value + residual|`` lies between two neighbouring float64
+    magnitudes ``lower < upper``; the format values around it are ``lower`` with
+    its low `drop` bits cleared and that plus ``2**drop`` (in float64 steps of
+    ``lower``'s binade, also across a power of two). In those steps ``|z| -
+    lower_value = D + d`` with the integer ``D = |value| - lower_value`` and ``|d|
+    < 1``, so ``floor((|z| - lower_value) / spacing * 2**rand_bits)`` is ``D *
+    2**k + floor(d * 2**k)`` with ``k = rand_bits - drop`` (``d * 2**k`` is
+    ``residual`` times a power of two: exact)."""
+    bits = float64_to_bits(value)
+    magnitude = bits & ABS_MASK
+    sign = bits & SIGN_BIT
+    away = (residual > 0.0) != (bits < 0)  # the residual adds to the magnitude
+    lower = magnitude if away else magnitude - 1
+    exponent = lower >> 52
+    drop = max(params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET] - exponent)
+    shift = rand_bits - drop
+    scale_field = 1075 - exponent + shift + 1023  # float64 field of 2**(k + 1075 - exponent): steps to units
+    if not (residual != 0.0 and math.isfinite(residual) and magnitude < INF_BITS and exponent >= 1
+            and params[P_FAST_LOW_RANDOM_BITS] <= lower and lower < params[P_FAST_HIGH_BITS]
+            # below min_normal, one spacing per binade only where the format has subnormals
+            and (lower >= params[P_MIN_NORMAL_BITS] or params[P_BELOW_QUANTUM_BITS] < params[P_MIN_NORMAL_BITS])
+            and drop <= 52 and 1 <= shift <= 63 and 1 <= scale_field <= 2046):
+        return False, 0.0
+    lower_value = lower & ~((np.int64(1) << drop) - 1)
+    upper_value = lower_value + (np.int64(1) << drop)
+    limit = params[P_MAX_NEG_BITS] if sign != 0 else params[P_MAX_POS_BITS]
+    residual_up = abs(residual) if away else -abs(residual)
+    scaled = residual_up * bits_to_float64(np.int64(scale_field) << 52)
+    if lower_value == 0 or upper_value > limit or scaled == 0.0:
+        return False, 0.0
+    tail = np.int64(np.floor(scaled))  # in (-2**k, 2**k)
+    # D * 2**k + tail, modulo 2**64 (D * 2**k is 2**64 only where tail < 0)
+    threshold = wrapping_add(np.uint64(magnitude - lower_value) << np.uint64(shift), np.uint64(tail))
+    drawn = random >> (U64_64 - np.uint64(rand_bits))
+    pick = upper_value if drawn < threshold else lower_value
+    return True, bits_to_float64(pick | sign)
 
 
 @_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,

@@ -38,7 +38,8 @@ from numba.extending import intrinsic
 from numba.extending import overload
 
 from ..core.bits import (
-    NUMBA_OPTIONS, bit_and, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, wrapping_add,
+    NUMBA_OPTIONS, bit_and, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, fused_multiply_add,
+    wrapping_add,
 )
 
 __all__ = ["gather", "COUNTS", "ERRORS", "LIMITS", "BOUNDS", "LANES"]
@@ -55,22 +56,6 @@ BOUNDS = ("x_low", "x_high", "min_normal", "narrow_low", "narrow_high")
 LANES = 1024
 INF = np.inf
 _OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
-
-
-@intrinsic
-def fused_multiply_add(typingctx, a, b, c):
-    """``a * b + c`` of three float32 or three float64 numbers rounded once (LLVM's
-    ``fma``: the instruction where the CPU has it, else the C library's exact ``fma``)."""
-    if not (a == b == c and a in (types.float32, types.float64)):
-        return None
-    name = "llvm.fma.f32" if a == types.float32 else "llvm.fma.f64"
-
-    def codegen(context, builder, signature, args):
-        number = context.get_value_type(a)
-        function = cgutils.get_or_insert_function(builder.module, ir.FunctionType(number, [number] * 3), name)
-        return builder.call(function, args)
-
-    return a(a, a, a), codegen
 
 
 @intrinsic
