@@ -12,7 +12,7 @@ import numpy as np
 from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
-from ._kernels.cpu.blocks import fast_kernel, general_kernel
+from ._kernels.cpu.blocks import GRID, fast_kernel, general_kernel, grid_kernel
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
 from .modes import Mode, parse_mode
@@ -32,6 +32,7 @@ class ScaledPlan(NamedTuple):
     result_dtype: np.dtype
     element_params: tuple   # in float64, saturating
     fast_params: tuple | None  # in float32, saturating, for the fast kernel (None: it does not apply)
+    grid: tuple | None       # for the grid kernel (significand scales, nearest; None: it does not apply)
     scale_params: tuple
     block_params: tuple     # core.scale's layout, block size and elements flag filled in per call
     float_params: tuple     # core.scale's layout, the tensor scale filled in per call
@@ -87,8 +88,40 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
         if (fast_params[P_MAX_NEG_BITS] == 0 or fast_params[P_MAX_POS_BITS] == 0
                 or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
             fast_params = None
-    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, scale_params,
+    grid = _grid(fmt) if kind == block_layout.SIGNIFICAND and mode == Mode.NEAREST else None
+    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, grid, scale_params,
                       block_params, float_params, mode, rand_bits)
+
+
+def _grid(fmt: ScaledFormat):
+    """``(scale fields, midpoints, tie_up, magnitudes)`` for
+    ``blocks.round_grid_blocks`` (its comment), or None where it does not
+    serve `fmt`: an element of at most GRID magnitudes, as many of each sign,
+    of at most 3 fraction bits, and a float scale format with subnormals of
+    at most 10 (so that the comparisons decide as the float64 quotients)."""
+    from .floatformat import FloatFormat
+    from .rounding import round as rp_round  # (rounding imports this module)
+    element, scale_format = fmt.element, fmt.scale_format
+    if not isinstance(scale_format, FloatFormat) or not scale_format.subnormals or scale_format.man_bits > 10:
+        return None
+    if getattr(element, "man_bits", 99) > 3 or getattr(element, "frac_bits", 0) > 3 or element.bits > 8:
+        return None
+    values = _codes.decode_values(np.arange(2**element.bits), element)
+    values = values[np.isfinite(values)]
+    magnitudes = np.unique(np.abs(values))
+    if magnitudes.size > GRID or np.unique(values[values < 0]).size != magnitudes.size - 1:
+        return None
+    midpoints = (magnitudes[:-1] + magnitudes[1:]) / 2
+    tie_up = rp_round(midpoints, element, "nearest") == magnitudes[1:]
+    signed_zero = bool(np.signbit(rp_round(np.float64(-0.0), element, "nearest")))
+    pad = GRID - magnitudes.size
+    midpoints = np.concatenate([midpoints, np.full(pad, np.inf)])
+    tie_up = np.concatenate([tie_up, np.zeros(pad, bool)])
+    magnitudes = np.concatenate([magnitudes, np.full(pad, magnitudes[-1])])
+    fields = (scale_format.man_bits, int(np.frexp(scale_format.min_normal)[1]) - 1, int(signed_zero))
+    for array in (midpoints, tie_up, magnitudes):
+        array.flags.writeable = False
+    return fields, midpoints, tie_up, magnitudes
 
 
 def block_layout_of(shape, fmt: ScaledFormat):
@@ -143,7 +176,10 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     fast = None
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
-    if fast is not None:
+    if work_dtype == np.float32 and inner == 1 and plan.grid is not None and not write_elements:
+        grid_kernel()(array.reshape(outer, length), result.reshape(outer, length), scales.reshape(outer, blocks),
+                      float_params, *plan.grid, block_size)
+    elif fast is not None:
         fast(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
              scales.reshape(outer, blocks), plan.fast_params, plan.element_params, block_params, float_params,
              int(plan.mode), key, offset, plan.rand_bits)

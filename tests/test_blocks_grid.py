@@ -1,0 +1,118 @@
+"""The grid kernel of the scaled formats with significand scales (NVFP4: E2M1
+elements, E4M3 scales; ``rpfloat._kernels.cpu.blocks.round_grid_blocks``),
+which compares |v| with the element grid's midpoints times the block scale
+instead of dividing, against the general block kernel (float64 quotients),
+bit for bit: values and scales, on data with ties at every midpoint, values
+just off them, zeros of both signs, subnormals, huge and tiny blocks, NaN and
+inf, ragged blocks, other small element grids and other scale formats, with
+and without the tensor scale."""
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import rpfloat as rp
+from rpfloat import scaling
+from rpfloat._kernels.cpu.blocks import general_kernel, grid_kernel
+
+FORMATS = [
+    rp.format("nvfp4"),
+    rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True),
+    rp.ScaledFormat("e2m1", block_size=7, scale_format="e4m3"),
+    rp.ScaledFormat("e2m1", block_size=32, scale_format="float8_e5m2"),
+    rp.ScaledFormat("e2m1", block_size=16, scale_format="bfloat16"),
+    rp.ScaledFormat(rp.FloatFormat(3, 0), block_size=16, scale_format="e4m3"),
+    rp.ScaledFormat(rp.FloatFormat(2, 1, subnormals=False), block_size=5, scale_format="e4m3"),
+    rp.ScaledFormat(rp.FloatFormat(1, 2, nan=None, inf=False), block_size=16, scale_format="e4m3"),
+]
+
+
+def _both(x, fmt):
+    """``((grid values, scales), (general values, scales))`` of float32 rows `x`."""
+    plan = scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32)
+    assert plan.grid is not None
+    rows, length = x.shape
+    block_size = fmt.block_size or length
+    blocks = -(-length // block_size)
+    tensor_scale = scaling._tensor_scale(x, fmt)
+    block_params = plan.block_params[:6] + (block_size, 0)
+    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
+                    *plan.float_params[2:])
+    grid_out, grid_scales = np.empty_like(x), np.empty((rows, blocks))
+    grid_kernel()(x, grid_out, grid_scales, float_params, *plan.grid, block_size)
+    general_out, general_scales = np.empty_like(x), np.empty((rows, blocks))
+    general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
+                               general_scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
+                               block_params, float_params, 0, 0, 0, plan.rand_bits)
+    return (grid_out, grid_scales), (general_out, general_scales)
+
+
+def _assert_same(x, fmt):
+    (grid, grid_scales), (general, general_scales) = _both(x, fmt)
+    bad = np.flatnonzero(grid.view(np.uint32) != general.view(np.uint32))
+    assert bad.size == 0, (f"{fmt!r}: {bad.size} differ, e.g. at {bad[:3]} x={x.ravel()[bad[:3]]!r} "
+                           f"grid={grid.ravel()[bad[:3]]!r} general={general.ravel()[bad[:3]]!r}")
+    np.testing.assert_array_equal(grid_scales.view(np.uint64), general_scales.view(np.uint64))
+
+
+def _data(fmt, rows, length, seed):
+    """Rows at random scales whose blocks hold their grid's midpoints times the
+    block scale exactly (ties), their float32 neighbours, zeros, subnormals
+    and specials."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, length)) * 2.0 ** rng.integers(-135, 110, (rows, 1))
+    x *= 2.0 ** rng.integers(-8, 2, (rows, length))
+    plan = scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32)
+    midpoints = plan.grid[1][np.isfinite(plan.grid[1])]
+    block_size = fmt.block_size or length
+    x32 = x.astype(np.float32)
+    for r in range(rows):  # ties: a block's max is the element max times its scale, others midpoints
+        for first in range(0, length - 2, block_size):
+            scale = np.float32(2.0 ** rng.integers(-20, 20)) * np.float32(rng.choice([1.0, 1.125, 1.5, 1.875]))
+            x32[r, first] = np.float32(fmt.element.max) * scale
+            stop = min(first + block_size, length)
+            ties = (rng.choice(midpoints, stop - first - 1) * np.float64(scale)).astype(np.float32)
+            x32[r, first + 1:stop] = np.where(rng.random(stop - first - 1) < 0.6, ties, x32[r, first + 1:stop])
+    nudge = rng.random((rows, length))
+    x32 = np.where(nudge < 0.1, np.nextafter(x32, np.float32(np.inf)), x32)
+    x32 = np.where(nudge > 0.9, np.nextafter(x32, np.float32(0)), x32)
+    x32 *= np.where(rng.random((rows, length)) < 0.5, np.float32(-1), np.float32(1))
+    picks = rng.random((rows, length)) < 0.02
+    x32[picks] = rng.choice(np.array([0.0, -0.0, 1e-45, -1e-40, 3e38, np.inf, np.nan], np.float32), picks.sum())
+    return x32
+
+
+@pytest.mark.parametrize("fmt", FORMATS, ids=repr)
+def test_grid_kernel_matches_the_general_one(fmt):
+    for seed, (rows, length) in enumerate(((4, 200), (2, 1000), (3, 17), (1, 3))):
+        _assert_same(_data(fmt, rows, length, seed), fmt)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.sampled_from(FORMATS), st.integers(1, 3), st.integers(1, 120), st.integers(0, 2**32 - 1))
+def test_grid_kernel_random_rows(fmt, rows, length, seed):
+    _assert_same(_data(fmt, rows, length, seed), fmt)
+
+
+def test_all_zero_tiny_and_huge_blocks():
+    """Scales at the scale format's least value (zeros, tiny blocks), its
+    subnormals, and saturated at its max (huge blocks)."""
+    fmt = rp.format("nvfp4")
+    x = np.zeros((5, 64), np.float32)
+    x[1] = np.float32(1e-40) * np.arange(64, dtype=np.float32)
+    x[2] = np.float32(3e-3) * np.linspace(-1, 1, 64, dtype=np.float32)
+    x[3] = np.float32(3e38) * np.linspace(-1, 1, 64, dtype=np.float32)
+    x[4, ::2] = -0.0
+    _assert_same(x, fmt)
+
+
+def test_rp_round_takes_the_grid_kernel():
+    """float32 rows through rp.round: the grid kernel's bits, which float64 data
+    of the same values (the general kernel) get too where the products fit
+    float32 (no tensor scale)."""
+    x = _data(rp.format("nvfp4"), 3, 160, 7)
+    got = rp.round(x, "nvfp4")
+    want = rp.round(x.astype(np.float64), "nvfp4")
+    np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
+    plan = scaling.scaled_plan(rp.format("nvfp4"), "stochastic", None, None, np.float32)
+    assert plan.grid is None  # stochastic rounding stays general
