@@ -92,7 +92,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.lib.mixins import NDArrayOperatorsMixin
 
-from ._kernels.cpu.accumulate import divide_exactly, float32_sums, round_pairs_at, sqrt_exactly
+from ._kernels.cpu.accumulate import divide_exactly, float32_sums, round_pairs_at, sqrt_exactly, stochastic_pairs
 from .accumulate import bounded_format, rounding_setup
 from .accumulate import matmul as _rounded_matmul
 from .accumulate import sum as _rounded_sum
@@ -539,10 +539,15 @@ def _round_values(values: np.ndarray, target: _Target, residuals=None, operand_f
     )
     if residuals is not None and not shortcut:
         flat_residuals = np.asarray(np.broadcast_to(residuals, values.shape), order="C").reshape(-1)
-        indices = np.flatnonzero(flat_residuals)
+        params, midpoints, _ = rounding_setup(bounded)
+        key = random_key(seed) if stochastic else 0
+        if target.mode == Mode.STOCHASTIC:  # most pairs by integer arithmetic, the others below
+            indices = np.empty(flat_residuals.size, np.int64)
+            indices = indices[:stochastic_pairs(values.reshape(-1), flat_residuals, rounded.reshape(-1), params,
+                                                np.uint64(key), 64, indices)]
+        else:
+            indices = np.flatnonzero(flat_residuals)
         if indices.size:
-            params, midpoints, _ = rounding_setup(bounded)
-            key = random_key(seed) if stochastic else 0
             round_pairs_at(values.reshape(-1), flat_residuals, indices, rounded.reshape(-1), params,
                            midpoints, int(target.mode), np.uint64(key), 64)
     return rounded.astype(carrier)

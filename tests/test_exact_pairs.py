@@ -11,7 +11,9 @@ import pytest
 
 import rpfloat as rp
 from rpfloat._kernels.core.layout import STOCHASTIC
-from rpfloat._kernels.cpu.accumulate import divide_exactly, round_exact, sqrt_exactly, stochastic_pair
+from rpfloat._kernels.cpu.accumulate import (
+    divide_exactly, round_exact, round_pairs_at, sqrt_exactly, stochastic_pair, stochastic_pairs,
+)
 from rpfloat.accumulate import bounded_format, rounding_setup
 
 FORMATS = ["bfloat16", "float16", "e4m3", "e5m2", "e2m1", "e3m2", rp.FloatFormat(5, 3, subnormals=False), "q8.8",
@@ -105,3 +107,28 @@ def test_stochastic_pairs_leave_the_rare_ones():
     for value, residual in ((2.0**-11, 2.0**-70), (448.0, 1e-13), (1.5, 0.0), (np.nan, 1e-20), (np.inf, 0.0)):
         assert not stochastic_pair(value, residual, params, np.uint64(5), 64)[0], (value, residual)
     assert stochastic_pair(1.5 + 2.0**-40, 2.0**-95, params, np.uint64(5), 64)[0]
+
+
+@pytest.mark.parametrize("fmt", ["bfloat16", "e4m3", rp.FloatFormat(5, 3, subnormals=False), "q8.8"], ids=str)
+def test_stochastic_pairs_then_round_pairs_at_give_round_pairs_at(fmt):
+    """The dense kernel (blocks of 256, pending pairs collected) and then the
+    scalar one on the pending pairs: the bits of the scalar one on every pair
+    with a residual; pairs without one keep what `out` held."""
+    fmt = rp.format(fmt)
+    params, midpoints, _ = rounding_setup(bounded_format(fmt, np.float64))
+    values, residuals = pairs(fmt, np.random.default_rng(4))
+    keep = np.isfinite(values) & np.isfinite(residuals)
+    values, residuals = np.append(values[keep], 1e-300), np.append(residuals[keep], 1e-320)  # one far below
+    residuals[::7] = 0.0  # some exact pairs
+    held = np.asarray(rp.round(values, fmt, "stochastic", rng=9), dtype=np.float64)
+    key = np.uint64(12345)
+    want = held.copy()
+    round_pairs_at(values, residuals, np.flatnonzero(residuals), want, params, midpoints, STOCHASTIC, key, 64)
+    got = held.copy()
+    pending = np.empty(values.size, np.int64)
+    count = stochastic_pairs(values, residuals, got, params, key, 64, pending)
+    assert 0 < count < np.count_nonzero(residuals) / 2  # some pairs pending, most done in the dense kernel
+    assert np.all(residuals[pending[:count]] != 0) and np.all(np.diff(pending[:count]) > 0)
+    round_pairs_at(values, residuals, pending[:count], got, params, midpoints, STOCHASTIC, key, 64)
+    np.testing.assert_array_equal(got.view(np.int64), want.view(np.int64))
+    np.testing.assert_array_equal(got[residuals == 0], held[residuals == 0])

@@ -115,7 +115,7 @@ from ..core.layout import (
     UP,
 )
 from ..core.element import round_bits
-from ..core.stream import random_bits
+from ..core.stream import LOW_32, U32_32, counter_bits, random_bits, segment_keys
 
 # Kinds of term for `accumulate`.
 SUM, PRODUCT, FUSED = range(3)
@@ -431,8 +431,9 @@ def round_pairs_at(values, residuals, indices, out, params, midpoints, mode, key
 def stochastic_pair(value, residual, params, random, rand_bits):
     """``(True, round_exact(value, residual, ...))`` in mode stochastic, by integer
     arithmetic, where the pair lies in the format's fast range (the grid there
-    has one spacing per float64 binade, ``2**drop`` float64 steps); else
-    ``(False, 0.0)``.
+    has one spacing per float64 binade, ``2**drop`` float64 steps, with
+    subnormals below min_normal); else ``(False, anything)``. Without a branch,
+    so that loops over it vectorise.
 
     The exact ``|z| = |value + residual|`` lies between two neighbouring float64
     magnitudes ``lower < upper``; the format values around it are ``lower`` with
@@ -450,26 +451,63 @@ def stochastic_pair(value, residual, params, random, rand_bits):
     exponent = lower >> 52
     drop = max(params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET] - exponent)
     shift = rand_bits - drop
-    scale_field = 1075 - exponent + shift + 1023  # float64 field of 2**(k + 1075 - exponent): steps to units
-    if not (residual != 0.0 and math.isfinite(residual) and magnitude < INF_BITS and exponent >= 1
-            and params[P_FAST_LOW_RANDOM_BITS] <= lower and lower < params[P_FAST_HIGH_BITS]
-            # below min_normal, one spacing per binade only where the format has subnormals
-            and (lower >= params[P_MIN_NORMAL_BITS] or params[P_BELOW_QUANTUM_BITS] < params[P_MIN_NORMAL_BITS])
-            and drop <= 52 and 1 <= shift <= 63 and 1 <= scale_field <= 2046):
-        return False, 0.0
+    scale_field = 2098 - exponent + shift  # float64 field of 2**(k + 1075 - exponent): steps to units
+    usable = ((residual != 0.0) & (abs(residual) < math.inf) & (magnitude < INF_BITS) & (exponent >= 1)
+              & (params[P_FAST_LOW_RANDOM_BITS] <= lower) & (lower < params[P_FAST_HIGH_BITS])
+              # below min_normal, one spacing per binade only where the format has subnormals
+              & ((lower >= params[P_MIN_NORMAL_BITS]) | (params[P_BELOW_QUANTUM_BITS] < params[P_MIN_NORMAL_BITS]))
+              & (drop <= 52) & (shift >= 1) & (shift <= 63) & (scale_field >= 1) & (scale_field <= 2046))
+    # (clamped, so that every operation below is defined where the pair is not usable)
+    drop = min(max(drop, 0), 52)
+    shift = min(max(shift, 1), 63)
+    scale_field = min(max(scale_field, 1), 2046)
     lower_value = lower & ~((np.int64(1) << drop) - 1)
     upper_value = lower_value + (np.int64(1) << drop)
     limit = params[P_MAX_NEG_BITS] if sign != 0 else params[P_MAX_POS_BITS]
     residual_up = abs(residual) if away else -abs(residual)
     scaled = residual_up * bits_to_float64(np.int64(scale_field) << 52)
-    if lower_value == 0 or upper_value > limit or scaled == 0.0:
-        return False, 0.0
-    tail = np.int64(np.floor(scaled))  # in (-2**k, 2**k)
+    usable = usable & (lower_value != 0) & (upper_value <= limit) & (scaled != 0.0)
+    tail = np.int64(np.floor(scaled if usable else 0.0))  # in (-2**k, 2**k)
     # D * 2**k + tail, modulo 2**64 (D * 2**k is 2**64 only where tail < 0)
     threshold = wrapping_add(np.uint64(magnitude - lower_value) << np.uint64(shift), np.uint64(tail))
     drawn = random >> (U64_64 - np.uint64(rand_bits))
     pick = upper_value if drawn < threshold else lower_value
-    return True, bits_to_float64(pick | sign)
+    return usable, bits_to_float64(pick | sign)
+
+
+_PAIR_BLOCK = 256  # a power of two: no block straddles a 2**32 boundary of the random stream
+
+
+@_compiled_at_first_call(types.int64(_INPUT1, _INPUT1, _ARRAY1, PARAMS_TYPE, types.uint64, types.int64,
+                                     types.Array(types.int64, 1, "C")))
+def stochastic_pairs(values, residuals, out, params, key, rand_bits, pending):
+    """Stochastic rounding of every pair with a residual, by `stochastic_pair`,
+    element ``i`` drawing number ``i`` of the stream `key`: ``out[i]`` where it
+    applies; the indices of the other pairs with a residual go to the front of
+    `pending` (as large as `values`), for `round_pairs_at`, and their count is
+    returned. Elements without a residual keep ``out[i]``. Blocks of 256 run
+    without a branch; only a block with pending pairs is looked at again."""
+    count = 0
+    flags = np.empty(_PAIR_BLOCK, np.int32)
+    for start in range(0, values.size, _PAIR_BLOCK):
+        stop = min(start + _PAIR_BLOCK, values.size)
+        keys = segment_keys(key, np.uint64(start) >> U32_32)
+        first = np.uint32(np.uint64(start) & LOW_32)
+        value_block, residual_block, out_block = values[start:stop], residuals[start:stop], out[start:stop]
+        any_pending = np.int32(0)
+        for i in range(value_block.size):
+            random = counter_bits(keys, wrapping_add(first, np.uint32(i)))
+            done, result = stochastic_pair(value_block[i], residual_block[i], params, random, rand_bits)
+            out_block[i] = result if done else out_block[i]
+            flag = np.int32((not done) & (residual_block[i] != 0.0))
+            flags[i] = flag
+            any_pending |= flag
+        if any_pending != 0:
+            for i in range(stop - start):
+                if flags[i] != 0:
+                    pending[count] = start + i
+                    count += 1
+    return count
 
 
 @_compiled_at_first_call(types.void(_INPUT3, _INPUT3, _ARRAY3, PARAMS_TYPE, MIDPOINTS_TYPE, types.boolean,
