@@ -699,47 +699,54 @@ def _fast_kernel(mode):
                 stop = min(first + block_size, length)
                 source_block, target_block = source_row[first:stop], target_row[first:stop]
                 index = offset + row * length + first
-                several = source_block.size > PIECE
+                pieces = -(-source_block.size // PIECE)
+                several = pieces > 1
                 largest = np.int32(0)
-                for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
-                    source_piece = source_block[piece_first:piece_first + PIECE]
-                    least = INF_32  # (inf: none)
-                    for a in range(source_piece.size):
-                        magnitude = np.int32(source_piece[a] & MAGNITUDE_32)
-                        largest = max(largest, magnitude)
-                        least = min(least, magnitude if magnitude != 0 else INF_32)
-                    piece_least[piece] = least
-                    rounded_with[piece] = NOT_ROUNDED
-                    if several and largest < INF_32:
+                exponent = np.int64(0)
+                shift = np.int64(0)
+                block_fast = False
+                # steps 0 to pieces - 1: each piece's extremes, and where the largest so far
+                # allows, the piece rounded; steps pieces to 2 pieces - 1: the pieces left
+                # (one call site of _round_piece: LLVM inlines its loops once per kernel)
+                for step in range(2 * pieces):
+                    piece = step if step < pieces else step - pieces
+                    piece_first = piece * PIECE
+                    piece_stop = min(piece_first + PIECE, source_block.size)
+                    if step < pieces:
+                        source_piece = source_block[piece_first:piece_stop]
+                        least = INF_32  # (inf: none)
+                        for a in range(source_piece.size):
+                            magnitude = np.int32(source_piece[a] & MAGNITUDE_32)
+                            largest = max(largest, magnitude)
+                            least = min(least, magnitude if magnitude != 0 else INF_32)
+                        piece_least[piece] = least
+                        rounded_with[piece] = NOT_ROUNDED
+                        if not several or largest >= INF_32:
+                            continue
                         exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params,
                                                          element_max)
-                        shift = np.int64(exponent) << 23
-                        if (largest - shift <= top and largest_result + shift < INF_32
-                                and quantum + shift >= SMALLEST_NORMAL_32):
-                            piece_stop = min(piece_first + PIECE, source_block.size)
-                            _round_piece(source_piece, target_block[piece_first:piece_stop], least, True, shift,
-                                         exponent, low, clamp, params, element_params, mode, key,
-                                         index + piece_first, rand_bits, multipliers, weyl_step, constants,
-                                         source_row, target_row, first + piece_first + PREFETCH)
-                            rounded_with[piece] = exponent
-                if largest >= INF_32:  # NaN or inf: a NaN block
-                    scales[row, block] = np.nan
-                    for a in range(target_block.size):
-                        target_block[a] = QUIET_NAN_32
-                    continue
-                exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params, element_max)
-                scales[row, block] = power_of_two(exponent)
-                shift = np.int64(exponent) << 23
-                block_fast = (largest - shift <= top and largest_result + shift < INF_32
-                              and quantum + shift >= SMALLEST_NORMAL_32)
-                for piece, piece_first in enumerate(range(0, source_block.size, PIECE)):
-                    if block_fast and rounded_with[piece] == exponent:  # as this call would round it
+                    elif step == pieces:  # the block's scale, from its largest
+                        if largest >= INF_32:  # NaN or inf: a NaN block
+                            scales[row, block] = np.nan
+                            for a in range(target_block.size):
+                                target_block[a] = QUIET_NAN_32
+                            break
+                        exponent = power_of_two_exponent(np.float64(bits_to_float32(largest)), block_params,
+                                                         element_max)
+                        scales[row, block] = power_of_two(exponent)
+                    shift = np.int64(exponent) << 23
+                    block_fast = (largest - shift <= top and largest_result + shift < INF_32
+                                  and quantum + shift >= SMALLEST_NORMAL_32)
+                    if step < pieces and not block_fast:  # not yet
                         continue
-                    piece_stop = min(piece_first + PIECE, source_block.size)
+                    if step >= pieces and block_fast and rounded_with[piece] == exponent:  # done so
+                        continue
                     _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
                                  piece_least[piece], block_fast, shift, exponent, low, clamp, params, element_params,
                                  mode, key, index + piece_first, rand_bits, multipliers, weyl_step, constants,
                                  source_row, target_row, first + piece_first + PREFETCH)
+                    if step < pieces:
+                        rounded_with[piece] = exponent
 
     return round_blocks_float32
 
