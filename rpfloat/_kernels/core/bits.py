@@ -2,8 +2,9 @@
 
 ``bitcast`` reinterprets a float as the signed integer of the same width (and back)
 without going through memory; ``count_leading_zeros`` is LLVM's ``ctlz``;
-``round_half_even`` is LLVM's ``roundeven``; ``fused_multiply_add`` its ``fma``. `float64_words` widens a float32 in
-32-bit integer operations (for kernels that keep every value 32 bits wide).
+``round_half_even`` is LLVM's ``roundeven``; ``fused_multiply_add`` its ``fma``.
+`float64_words` widens a float32 in 32-bit integer operations (for kernels that
+keep every value 32 bits wide).
 """
 import sys
 

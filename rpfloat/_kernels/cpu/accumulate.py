@@ -373,10 +373,7 @@ def float32_sums(a, b, total, inexact):
         a_block, b_block, total_block = a[start:stop], b[start:stop], total[start:stop]
         error_bits = np.int32(0)
         for i in range(a_block.size):
-            s = a_block[i] + b_block[i]
-            b_virtual = s - a_block[i]
-            a_virtual = s - b_virtual
-            error = (a_block[i] - a_virtual) + (b_block[i] - b_virtual)
+            s, error = two_sum(a_block[i], b_block[i])
             total_block[i] = s
             errors[i] = error
             error_bits |= float32_to_bits(error) & _MAGNITUDE_32  # 0 for +-0, nonzero for NaN

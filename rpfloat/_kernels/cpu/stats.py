@@ -176,6 +176,7 @@ def _gather_block(x, rounded, limits, counts):
 # float32 bits of the narrow blocks' loop (`narrow_block`)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 ZERO_32 = np.int32(0)
+ONE_32 = np.int32(1)
 HALF_BINADE_32 = np.int32(1 << 23)  # |x| and 2|x| (or |x| / 2) lie this far apart in bits
 BINADE_32 = np.uint32(1 << 24)
 # a block's largest float32 quotient, widened, times this is at least its largest
@@ -265,8 +266,6 @@ def _narrow_float32(x, rounded, bounds, error_buffer, quotient_buffer):
     return (narrow, inexact, below - zero_results, zero_results - zeros, zeros, largest_error, largest_quotient,
             correction)
 
-
-ONE_32 = np.int32(1)
 
 
 def _signature(input_type, result_type):
