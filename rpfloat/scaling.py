@@ -12,7 +12,8 @@ import numpy as np
 from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
-from ._kernels.cpu.blocks import GRID, fast_kernel, general_kernel, grid_kernel
+from ._kernels.cpu.blocks import fast_kernel, general_kernel
+from ._kernels.cpu.grid_blocks import GRID, grid_kernel
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
 from .modes import Mode, parse_mode
@@ -95,7 +96,7 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
 
 def _grid(fmt: ScaledFormat):
     """``(scale fields, midpoints, tie_up, magnitudes)`` for
-    ``blocks.round_grid_blocks`` (its comment), or None where it does not
+    ``grid_blocks.round_grid_blocks`` (its comment), or None where it does not
     serve `fmt`: an element of at most GRID magnitudes, as many of each sign,
     of at most 3 fraction bits, and a float scale format with subnormals of
     at most 10 (so that the comparisons decide as the float64 quotients)."""

@@ -1,5 +1,5 @@
 """The grid kernel of the scaled formats with significand scales (NVFP4: E2M1
-elements, E4M3 scales; ``rpfloat._kernels.cpu.blocks.round_grid_blocks``),
+elements, E4M3 scales; ``rpfloat._kernels.cpu.grid_blocks.round_grid_blocks``),
 which compares |v| with the element grid's midpoints times the block scale
 instead of dividing, against the general block kernel (float64 quotients),
 bit for bit: values and scales, on data with ties at every midpoint, values
@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 import rpfloat as rp
 from rpfloat import scaling
-from rpfloat._kernels.cpu.blocks import general_kernel, grid_kernel
+from rpfloat._kernels.cpu.blocks import general_kernel
+from rpfloat._kernels.cpu.grid_blocks import grid_kernel
 
 FORMATS = [
     rp.format("nvfp4"),
