@@ -11,9 +11,9 @@ import numpy as np
 
 from . import _codes
 from ._kernels.core import scale as block_layout
-from ._kernels.core.layout import P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
+from ._kernels.core.layout import P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
 from ._kernels.cpu.blocks import fast_kernel, general_kernel
-from ._kernels.cpu.grid_blocks import GRID, grid_kernel
+from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
 from .modes import Mode, parse_mode
@@ -34,6 +34,7 @@ class ScaledPlan(NamedTuple):
     element_params: tuple   # in float64, saturating
     fast_params: tuple | None  # in float32, saturating, for the fast kernel (None: it does not apply)
     grid: tuple | None       # for the grid kernel (significand scales, nearest; None: it does not apply)
+    division: tuple | None   # the scale fields for the division kernel (significand scales, stochastic)
     scale_params: tuple
     block_params: tuple     # core.scale's layout, block size and elements flag filled in per call
     float_params: tuple     # core.scale's layout, the tensor scale filled in per call
@@ -90,36 +91,51 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
                 or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
             fast_params = None
     grid = _grid(fmt) if kind == block_layout.SIGNIFICAND and mode == Mode.NEAREST else None
-    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, grid, scale_params,
-                      block_params, float_params, mode, rand_bits)
+    division = None
+    if kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0:
+        division = _scale_fields(fmt)
+    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, grid, division,
+                      scale_params, block_params, float_params, mode, rand_bits)
+
+
+def _scale_fields(fmt: ScaledFormat):
+    """``(fraction bits, least normal exponent, whether the element keeps the
+    sign of a zero result)`` of a significand scale format that the kernels of
+    ``grid_blocks`` serve (a float format with subnormals and at most 10
+    fraction bits), else None."""
+    from .floatformat import FloatFormat
+    from .rounding import round as rp_round  # (rounding imports this module)
+    scale_format = fmt.scale_format
+    if not isinstance(scale_format, FloatFormat) or not scale_format.subnormals or scale_format.man_bits > 10:
+        return None
+    signed_zero = bool(np.signbit(rp_round(np.float64(-0.0), fmt.element, "nearest")))
+    return scale_format.man_bits, int(np.frexp(scale_format.min_normal)[1]) - 1, int(signed_zero)
 
 
 def _grid(fmt: ScaledFormat):
     """``(scale fields, midpoints, tie_up, magnitudes)`` for
-    ``grid_blocks.round_grid_blocks`` (its comment), or None where it does not
+    ``grid_blocks.round_grid_blocks`` (the module docstring), or None where it does not
     serve `fmt`: an element of at most GRID magnitudes, as many of each sign,
     of at most 3 fraction bits, and a float scale format with subnormals of
     at most 10 (so that the comparisons decide as the float64 quotients)."""
-    from .floatformat import FloatFormat
     from .rounding import round as rp_round  # (rounding imports this module)
-    element, scale_format = fmt.element, fmt.scale_format
-    if not isinstance(scale_format, FloatFormat) or not scale_format.subnormals or scale_format.man_bits > 10:
+    element, fields = fmt.element, _scale_fields(fmt)
+    if fields is None:
         return None
     if getattr(element, "man_bits", 99) > 3 or getattr(element, "frac_bits", 0) > 3 or element.bits > 8:
         return None
     values = _codes.decode_values(np.arange(2**element.bits), element)
     values = values[np.isfinite(values)]
     magnitudes = np.unique(np.abs(values))
-    if magnitudes.size > GRID or np.unique(values[values < 0]).size != magnitudes.size - 1:
+    if (magnitudes.size > GRID or magnitudes[0] != 0
+            or np.unique(values[values < 0]).size != magnitudes.size - 1):
         return None
     midpoints = (magnitudes[:-1] + magnitudes[1:]) / 2
     tie_up = rp_round(midpoints, element, "nearest") == magnitudes[1:]
-    signed_zero = bool(np.signbit(rp_round(np.float64(-0.0), element, "nearest")))
     pad = GRID - magnitudes.size
     midpoints = np.concatenate([midpoints, np.full(pad, np.inf)])
     tie_up = np.concatenate([tie_up, np.zeros(pad, bool)])
     magnitudes = np.concatenate([magnitudes, np.full(pad, magnitudes[-1])])
-    fields = (scale_format.man_bits, int(np.frexp(scale_format.min_normal)[1]) - 1, int(signed_zero))
     for array in (midpoints, tie_up, magnitudes):
         array.flags.writeable = False
     return fields, midpoints, tie_up, magnitudes
@@ -149,8 +165,11 @@ def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
     if largest == 0:
         return np.float32(1)
-    # at least float32's smallest subnormal: tiny data would make it 0
-    return max(largest / np.float32(fmt.scale_format.max * fmt.element.max), _SMALLEST_FLOAT32)
+    # the float32 quotient (by way of float64: the same rounding, and no overflow where the two
+    # maxima multiply past float32's range), at least float32's smallest subnormal: tiny data
+    # would make it 0
+    quotient = np.float32(np.float64(largest) / (float(fmt.scale_format.max) * float(fmt.element.max)))
+    return max(quotient, _SMALLEST_FLOAT32)
 
 
 def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
@@ -178,8 +197,11 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
     if work_dtype == np.float32 and inner == 1 and plan.grid is not None and not write_elements:
-        grid_kernel()(array.reshape(outer, length), result.reshape(outer, length), scales.reshape(outer, blocks),
-                      float_params, *plan.grid, block_size)
+        grid_kernel()(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
+                      scales.reshape(outer, blocks), float_params, *plan.grid, block_size)
+    elif work_dtype == np.float32 and inner == 1 and plan.division is not None and not write_elements:
+        division_kernel()(array.reshape(outer, length), result.reshape(outer, length), scales.reshape(outer, blocks),
+                          plan.element_params, float_params, plan.division, block_size, key, offset, plan.rand_bits)
     elif fast is not None:
         fast(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
              scales.reshape(outer, blocks), plan.fast_params, plan.element_params, block_params, float_params,

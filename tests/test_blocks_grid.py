@@ -1,11 +1,15 @@
-"""The grid kernel of the scaled formats with significand scales (NVFP4: E2M1
-elements, E4M3 scales; ``rpfloat._kernels.cpu.grid_blocks.round_grid_blocks``),
-which compares |v| with the element grid's midpoints times the block scale
-instead of dividing, against the general block kernel (float64 quotients),
-bit for bit: values and scales, on data with ties at every midpoint, values
-just off them, zeros of both signs, subnormals, huge and tiny blocks, NaN and
-inf, ragged blocks, other small element grids and other scale formats, with
-and without the tensor scale."""
+"""The kernels of the scaled formats with significand scales (NVFP4: E2M1
+elements, E4M3 scales; ``rpfloat._kernels.cpu.grid_blocks``) against the
+general block kernel (float64 quotients), bit for bit: values and scales.
+
+The grid kernel (nearest) compares |v| with the element grid's midpoints
+times the block scale instead of dividing: on data with ties at every
+midpoint, values just off them, zeros of both signs, subnormals, huge and tiny
+blocks, NaN and inf, ragged blocks, rows of several chunks, other small
+element grids and other scale formats, with and without the tensor scale.
+The division kernel (stochastic) divides as the general kernel does and draws
+its random numbers by stepping: on the same kinds of data, any element format,
+every rand_bits, and counters that start anywhere (a 2**32 segment crossed)."""
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -14,7 +18,7 @@ from hypothesis import strategies as st
 import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.cpu.blocks import general_kernel
-from rpfloat._kernels.cpu.grid_blocks import grid_kernel
+from rpfloat._kernels.cpu.grid_blocks import CHUNK, division_kernel, grid_kernel
 
 FORMATS = [
     rp.format("nvfp4"),
@@ -25,6 +29,7 @@ FORMATS = [
     rp.ScaledFormat(rp.FloatFormat(3, 0), block_size=16, scale_format="e4m3"),
     rp.ScaledFormat(rp.FloatFormat(2, 1, subnormals=False), block_size=5, scale_format="e4m3"),
     rp.ScaledFormat(rp.FloatFormat(1, 2, nan=None, inf=False), block_size=16, scale_format="e4m3"),
+    rp.ScaledFormat(rp.FloatFormat(2, 1, nan="negzero", inf=False), block_size=16, scale_format="e4m3"),  # no -0
 ]
 
 
@@ -40,7 +45,7 @@ def _both(x, fmt):
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
     grid_out, grid_scales = np.empty_like(x), np.empty((rows, blocks))
-    grid_kernel()(x, grid_out, grid_scales, float_params, *plan.grid, block_size)
+    grid_kernel()(x.view(np.int32), grid_out.view(np.int32), grid_scales, float_params, *plan.grid, block_size)
     general_out, general_scales = np.empty_like(x), np.empty((rows, blocks))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
@@ -85,7 +90,7 @@ def _data(fmt, rows, length, seed):
 
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
 def test_grid_kernel_matches_the_general_one(fmt):
-    for seed, (rows, length) in enumerate(((4, 200), (2, 1000), (3, 17), (1, 3))):
+    for seed, (rows, length) in enumerate(((4, 200), (2, 1000), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
         _assert_same(_data(fmt, rows, length, seed), fmt)
 
 
@@ -116,4 +121,101 @@ def test_rp_round_takes_the_grid_kernel():
     want = rp.round(x.astype(np.float64), "nvfp4")
     np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
     plan = scaling.scaled_plan(rp.format("nvfp4"), "stochastic", None, None, np.float32)
-    assert plan.grid is None  # stochastic rounding stays general
+    assert plan.grid is None and plan.division is not None  # stochastic: the division kernel
+
+
+# -- the division kernel (stochastic) --
+
+DIVISION_FORMATS = FORMATS + [
+    rp.ScaledFormat("e4m3", block_size=16, scale_format="e4m3"),
+    rp.ScaledFormat("bfloat16", block_size=32, scale_format="e5m2", tensor_scale=True),
+    rp.ScaledFormat(rp.FixedFormat(3, 4), block_size=16, scale_format="e4m3"),
+    rp.ScaledFormat(rp.FixedFormat(0, 3, signed=False), block_size=9, scale_format="e4m3"),
+    rp.ScaledFormat("e2m1", scale_format="e4m3"),  # one scale per row
+]
+
+
+def _divided_both(x, fmt, rand_bits, key, offset):
+    """``((division kernel values, scales), (general values, scales))`` of
+    float32 rows `x` in stochastic rounding."""
+    plan = scaling.scaled_plan(fmt, "stochastic", None, rand_bits, np.float32)
+    assert plan.division is not None
+    rows, length = x.shape
+    block_size = fmt.block_size or length
+    blocks = -(-length // block_size)
+    tensor_scale = scaling._tensor_scale(x, fmt)
+    block_params = plan.block_params[:6] + (block_size, 0)
+    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
+                    *plan.float_params[2:])
+    fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks))
+    division_kernel()(x, fast_out, fast_scales, plan.element_params, float_params, plan.division, block_size,
+                      np.uint64(key), offset, plan.rand_bits)
+    general_out, general_scales = np.empty_like(x), np.empty((rows, blocks))
+    general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
+                               general_scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
+                               block_params, float_params, int(plan.mode), np.uint64(key), offset, plan.rand_bits)
+    return (fast_out, fast_scales), (general_out, general_scales)
+
+
+def _stochastic_data(fmt, rows, length, seed):
+    """Rows at random scales: normal values, grid values times a scale a
+    block may take, their float32 neighbours, zeros, subnormals, specials."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, length)) * 2.0 ** rng.integers(-135, 110, (rows, 1))
+    x *= 2.0 ** rng.integers(-8, 2, (rows, length))
+    x32 = x.astype(np.float32)
+    largest = min(float(fmt.element.max), 2.0**60)  # (a bfloat16 element's max times 2**20 leaves float32)
+    grid = rp.round(np.linspace(-largest, largest, 41), fmt.element)
+    on_grid = (rng.choice(grid, (rows, length)) * 2.0 ** rng.integers(-20, 20, (rows, 1))).astype(np.float32)
+    x32 = np.where(rng.random((rows, length)) < 0.3, on_grid, x32)
+    nudge = rng.random((rows, length))
+    x32 = np.where(nudge < 0.1, np.nextafter(x32, np.float32(np.inf)), x32)
+    picks = rng.random((rows, length)) < 0.02
+    x32[picks] = rng.choice(np.array([0.0, -0.0, 1e-45, -1e-40, 3e38, np.inf, np.nan], np.float32), picks.sum())
+    return x32
+
+
+def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0):
+    (fast, fast_scales), (general, general_scales) = _divided_both(x, fmt, rand_bits, key, offset)
+    bad = np.flatnonzero(fast.view(np.uint32) != general.view(np.uint32))
+    assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits} offset={offset}: {bad.size} differ, e.g. at {bad[:3]} "
+                           f"x={x.ravel()[bad[:3]]!r} fast={fast.ravel()[bad[:3]]!r} "
+                           f"general={general.ravel()[bad[:3]]!r}")
+    np.testing.assert_array_equal(fast_scales.view(np.uint64), general_scales.view(np.uint64))
+
+
+@pytest.mark.parametrize("fmt", DIVISION_FORMATS, ids=repr)
+def test_division_kernel_matches_the_general_one(fmt):
+    for seed, (rows, length) in enumerate(((4, 200), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
+        _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, key=seed + 1)
+
+
+@pytest.mark.parametrize("rand_bits", [1, 3, 8, 23, 24, 32, 33, 52, 53, 64])
+def test_division_kernel_every_rand_bits(rand_bits):
+    _assert_divided_same(_stochastic_data(rp.format("nvfp4"), 2, 700, rand_bits), rp.format("nvfp4"),
+                         rand_bits=rand_bits)
+
+
+@pytest.mark.parametrize("offset", [5, 2**32 - 3000, 2**32 - 1, 2**32, 3 * 2**32 + 77])
+def test_division_kernel_random_counters_anywhere(offset):
+    """Counters from `offset`, in whichever 2**32 segment, crossing one inside
+    a chunk (drawn one by one there) or at a chunk's edge."""
+    fmt = rp.format("nvfp4")
+    _assert_divided_same(_stochastic_data(fmt, 3, 2 * CHUNK + 5, offset % 1000), fmt, offset=offset)
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.sampled_from(DIVISION_FORMATS), st.integers(1, 3), st.integers(1, 120), st.integers(0, 2**32 - 1),
+       st.integers(1, 64))
+def test_division_kernel_random_rows(fmt, rows, length, seed, rand_bits):
+    _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, rand_bits=rand_bits, key=seed)
+
+
+def test_rp_round_takes_the_division_kernel():
+    """float32 rows through rp.round, stochastic: the division kernel's bits,
+    which float64 data of the same values (the general kernel, the same
+    random numbers) give too once their exact products are rounded to float32."""
+    x = _stochastic_data(rp.format("nvfp4"), 3, 160, 7)
+    got = rp.round(x, "nvfp4", "stochastic", rng=3)
+    want = rp.round(x.astype(np.float64), "nvfp4", "stochastic", rng=3).astype(np.float32)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))

@@ -1,32 +1,61 @@
 """Scaled formats with significand scales (NVFP4: E2M1 elements in blocks of 16,
-E4M3 scales) on the CPU, for float32 data blocked along the last axis and
-elements with a small grid: the grid kernel, which gives the general block
-kernel's bits (``blocks.round_blocks``) without dividing by the scale."""
+E4M3 scales) on the CPU, for float32 data blocked along the last axis: the
+general block kernel's bits (``blocks.round_blocks``: the element is the
+float64 quotient ``v / X`` rounded, times ``X``) at a fraction of its cost.
+
+Both kernels take a row CHUNK elements (whole blocks) at a time, in passes
+whose loops LLVM vectorises: (A) every block's largest magnitude, (B) every
+block's scale, in one loop over the blocks (the divisions overlap), and what
+its elements need, (C) the elements, a block at a time in runs of RUN (a loop
+of a constant count, vectorised whole), then (D) the blocks holding NaN or inf
+NaN.
+
+Nearest (`round_grid_blocks`), elements of a small grid (at most GRID
+magnitudes): the quotient lies on the same side of each midpoint of the
+element's grid as the exact ``v / X``, and on a midpoint only where ``v / X``
+is one (v has 24 significant bits and X at most 28: an exact ``v / X`` off a
+midpoint m differs from it by at least 2**-32 of m, far more than the
+quotient's rounding), so comparing |v| with the products ``m * X`` (exact in
+float64) decides as the general kernel does: the element is the grid value
+above as many midpoints as lie below |v| (and those equal to it whose tie
+rounds up). For float32 ``|v|``, ``|v| > t`` holds exactly where ``|v| > t32``
+for ``t32`` the greatest float32 at most the float64 ``t``: so pass B turns each
+block's thresholds into float32 bits (and a tie that rounds up into the
+threshold just below it), and its grid values times X into the float32 results,
+and pass C compares magnitudes as integers in float32 lanes and selects the
+result: no division, no float64. The scale is the general kernel's too:
+``largest / (element max * g)`` (one float64 rounding) rounded to nearest even
+on the scale format's grid by adding 2**52 in its binade (at least its least
+normal exponent: formats with subnormals), saturated at its max and at least its
+least value.
+
+Stochastic (`round_division_blocks`), any element: pass C divides in float64
+as the general kernel does and rounds the quotient with ``core.element.round_bits``
+(its straight-line form) in a vectorised loop, the random numbers from Weyl
+words stepped per element (``core.stream``): the same numbers as ``random_bits``.
+"""
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits
+from ..core.bits import (
+    NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, wrapping_add,
+    wrapping_mul,
+)
+from ..core.element import round_bits
+from ..core.layout import PARAMS_TYPE, STOCHASTIC
 from ..core.scale import F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE
-from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, power_of_two
-
-# -- significand scales (NVFP4), nearest, elements with a small grid --
-#
-# The general kernel divides v by the block scale X (not a power of two: the
-# quotient is rounded) and rounds the quotient. The quotient lies on the same
-# side of each midpoint of the element's grid as the exact v / X, and on a
-# midpoint only where v / X is one (v has 24 significant bits and X at most 28:
-# an exact v / X off a midpoint m differs from it by at least 2**-32 of m, far
-# more than the quotient's rounding), so comparing |v| with the products m * X
-# (exact in float64) decides as the general kernel does: the element code is
-# the count of midpoints below |v|, and of those equal to it whose tie rounds
-# up. The scale is the general kernel's too: ``largest / (element max * g)``
-# (one float64 rounding) rounded to nearest even on the scale format's grid by
-# `rint` in its binade (at least its least normal exponent: formats with
-# subnormals), saturated at its max and at least its least value.
+from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
+from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, QUIET_NAN_32, SEGMENT_MASK, power_of_two, prefetch
 
 GRID = 8  # element magnitudes (GRID - 1 midpoints); unused ones: +inf midpoints
 TWO_52 = 2.0**52
-GRID_RUN = 16  # elements rounded by a loop of a constant count
+RUN = 16  # elements rounded by a loop of a constant count
+CHUNK = 4096  # elements of a row per pass (whole blocks; at least one block)
+SIGN_32 = np.int32(-0x80000000)
+SMALLEST_NORMAL_64 = 2.0**-1022
 
 
 @njit(**NUMBA_OPTIONS)
@@ -43,104 +72,181 @@ def _nearest_scale(largest, float_params, scale_man_bits, scale_min_exponent):
     return value * float_params[F_TENSOR_SCALE]
 
 
+@intrinsic
+def run_largest(typingctx, array, start):
+    """The largest magnitude (int32) of the RUN float32 bits ``array[start:start
+    + RUN]``: one vector load, mask and LLVM's vector reduction (a loop of
+    RUN maxima runs five times as long: its setup and reduction per call)."""
+    if not (isinstance(array, types.Array) and array.dtype == types.int32 and array.ndim == 1 and array.layout == "C"
+            and isinstance(start, types.Integer)):
+        return None
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        int32 = ir.IntType(32)
+        vector = ir.VectorType(int32, RUN)
+        pointer = builder.gep(data, [context.cast(builder, args[1], signature.args[1], types.intp)])
+        values = builder.load(builder.bitcast(pointer, vector.as_pointer()), align=4)
+        magnitudes = builder.and_(values, ir.Constant(vector, [int32(MAGNITUDE_32)] * RUN))
+        smax = cgutils.get_or_insert_function(builder.module, ir.FunctionType(int32, [vector]),
+                                              f"llvm.vector.reduce.smax.v{RUN}i32")
+        return builder.call(smax, [magnitudes])
+
+    return types.int32(array, start), codegen
+
+
 @njit(**NUMBA_OPTIONS)
-def _threshold(midpoint, scale, up):
-    """``midpoint * scale`` (exact), or where a tie rounds up the float64 just
-    below it: ``|v| > threshold`` then counts a tie as above."""
-    product = midpoint * scale
-    return bits_to_float64(float64_to_bits(product) - 1) if up else product
+def _block_maxima(source_chunk, blocks, block_size, maxima):
+    """Pass A: the largest magnitude of each of the `blocks` blocks of
+    `source_chunk` (int32 float32 bits; NaN and inf at least INF_32) into `maxima`."""
+    for block in range(blocks):
+        first = block * block_size
+        largest = np.int32(0)
+        if block_size == RUN and first + RUN <= source_chunk.size:
+            largest = run_largest(source_chunk, first)
+        else:
+            for a in range(first, min(first + block_size, source_chunk.size)):
+                largest = max(largest, np.int32(source_chunk[a] & MAGNITUDE_32))
+        maxima[block] = largest
+
+
+@njit(**NUMBA_OPTIONS)
+def _block_scales(maxima, blocks, scales, float_params, scale_fields):
+    """Pass B's scales: of each block, from its largest magnitude, into `scales`
+    (NaN for a block holding NaN or inf); one loop without branches."""
+    man_bits, min_exponent = scale_fields[0], scale_fields[1]
+    for block in range(blocks):
+        largest = maxima[block]
+        scale = _nearest_scale(np.float64(bits_to_float32(min(largest, INF_32))), float_params, man_bits,
+                               min_exponent)
+        scales[block] = np.nan if largest >= INF_32 else scale
+
+
+@njit(**NUMBA_OPTIONS)
+def _float32_below(value):
+    """The bits of the greatest float32 at most the float64 `value` (>= 0 or
+    +inf): ``|v| > value`` exactly where ``|v| > that float32``, for float32 v."""
+    nearest = np.float32(value)
+    bits = float32_to_bits(nearest)
+    return np.int32(bits - np.int32(1)) if np.float64(nearest) > value else bits
+
+
+@njit(**NUMBA_OPTIONS)
+def _nan_blocks(target_chunk, blocks, block_size, maxima):
+    """Pass D: the elements of the blocks holding NaN or inf NaN (none, as a
+    rule: one vectorised look first)."""
+    worst = np.int32(0)
+    for block in range(blocks):
+        worst = max(worst, maxima[block])
+    if worst < INF_32:
+        return
+    for block in range(blocks):
+        if maxima[block] >= INF_32:
+            for a in range(block * block_size, min(block * block_size + block_size, target_chunk.size)):
+                target_chunk[a] = QUIET_NAN_32
 
 
 @njit(**NUMBA_OPTIONS)
 def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoints, tie_up, magnitudes,
                       block_size):
-    """Float32 rows `source` (blocks of `block_size` along them) rounded to
-    nearest onto an element grid of at most GRID magnitudes (`magnitudes`,
-    with `midpoints` between them and whether a tie at each rounds up,
-    `tie_up`) with significand scales into `target` and the scales into
-    `scales` (NaN for a block holding NaN or inf): the comment above. Row by
-    row: every block's largest magnitude, then every scale (one loop), then
-    the elements, a block at a time in runs of GRID_RUN (loops of a constant
-    count, vectorised whole). The rounded magnitude is the sum of the grid's
-    steps (times the scale: exact) at the thresholds below |v|: no table, no
-    branch. `scale_fields`: the scale format's fraction bits, least normal
-    exponent and whether the element keeps the sign of a zero result."""
+    """Float32 rows `source` (int32 bits; blocks of `block_size` along them)
+    rounded to nearest onto an element grid of at most GRID magnitudes
+    (`magnitudes`, the first 0, with `midpoints` between them and whether a tie
+    at each rounds up, `tie_up`) with significand scales into `target` (int32
+    bits) and the scales into `scales` (NaN for a block holding NaN or inf):
+    the module's docstring. `scale_fields`: the scale format's fraction bits,
+    least normal exponent and whether the element keeps the sign of a zero
+    result."""
     rows, length = source.shape
-    man_bits, min_exponent, signed_zero = scale_fields
-    m0, m1, m2, m3, m4, m5, m6 = midpoints[0], midpoints[1], midpoints[2], midpoints[3], midpoints[4], \
-        midpoints[5], midpoints[6]
-    u0, u1, u2, u3, u4, u5, u6 = tie_up[0], tie_up[1], tie_up[2], tie_up[3], tie_up[4], tie_up[5], tie_up[6]
-    g0, g1, g2, g3, g4, g5, g6 = (magnitudes[1] - magnitudes[0], magnitudes[2] - magnitudes[1],
-                                  magnitudes[3] - magnitudes[2], magnitudes[4] - magnitudes[3],
-                                  magnitudes[5] - magnitudes[4], magnitudes[6] - magnitudes[5],
-                                  magnitudes[7] - magnitudes[6])
-    base = magnitudes[0]
-    maxima = np.empty(-(-length // block_size), np.int32)
+    signed_zero = scale_fields[2] != 0
+    chunk_blocks = max(CHUNK // block_size, 1)
+    maxima = np.empty(chunk_blocks, np.int32)
+    # pass B's table: a column per block, its thresholds then its results (float32 bits)
+    table = np.empty((2 * GRID, chunk_blocks), np.int32)
     for row in range(rows):
         source_row, target_row, scales_row = source[row], target[row], scales[row]
-        blocks = -(-length // block_size)
-        # each block's largest magnitude (its bits: NaN and inf at least INF_32), then
-        # every scale in one loop (vectorised: the divisions overlap)
+        for first in range(0, length, chunk_blocks * block_size):
+            size = min(chunk_blocks * block_size, length - first)
+            source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
+            blocks = -(-size // block_size)
+            block0 = first // block_size
+            chunk_scales = scales_row[block0:block0 + blocks]
+            _block_maxima(source_chunk, blocks, block_size, maxima)
+            _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
+            _grid_table(chunk_scales, blocks, midpoints, tie_up, magnitudes, table)
+            runs = size // RUN if block_size == RUN else 0  # whole blocks of RUN
+            _grid_runs(source_row, target_row, first, runs, table, signed_zero)
+            for block in range(runs, blocks):
+                for a in range(block * block_size, min(block * block_size + block_size, size)):
+                    target_chunk[a] = _grid_entry(source_chunk[a], table, block, signed_zero)
+            _nan_blocks(target_chunk, blocks, block_size, maxima)
+
+
+@njit(**NUMBA_OPTIONS)
+def _grid_table(scales, blocks, midpoints, tie_up, magnitudes, table):
+    """Pass B's table of `round_grid_blocks`: for each of the `blocks` blocks
+    with `scales`, a row of its 7 thresholds (|v| beyond one: beyond its
+    midpoint, or on it where its tie rounds up) and its 8 results (the grid
+    values times the scale), as float32 bits; a loop over the blocks per
+    entry (vectorised)."""
+    for k in range(GRID - 1):
+        midpoint, up = midpoints[k], tie_up[k]
         for block in range(blocks):
-            first = block * block_size
-            beyond = np.int32(0)
-            if block_size == GRID_RUN and first + GRID_RUN <= length:
-                source_run = source_row[first:first + GRID_RUN]
-                for a in range(GRID_RUN):  # a loop of a constant count: one vector reduction
-                    beyond = max(beyond, np.int32(float32_to_bits(source_run[a]) & MAGNITUDE_32))
-            else:
-                for a in range(first, min(first + block_size, length)):
-                    beyond = max(beyond, np.int32(float32_to_bits(source_row[a]) & MAGNITUDE_32))
-            maxima[block] = beyond
+            product = midpoint * scales[block]  # exact
+            below = bits_to_float64(float64_to_bits(product) - 1)
+            table[k, block] = _float32_below(below if up else product)
+    for k in range(GRID):
+        magnitude = magnitudes[k]
         for block in range(blocks):
-            beyond = maxima[block]
-            scale = _nearest_scale(np.float64(bits_to_float32(min(beyond, INF_32))), float_params, man_bits,
-                                   min_exponent)
-            scales_row[block] = np.nan if beyond >= INF_32 else scale
-        for block in range(blocks):
-            first = block * block_size
-            stop = min(first + block_size, length)
-            scale = scales_row[block]
-            if maxima[block] >= INF_32:
-                for a in range(first, stop):
-                    target_row[a] = np.nan
-                continue
-            t0, t1, t2, t3 = _threshold(m0, scale, u0), _threshold(m1, scale, u1), _threshold(m2, scale, u2), \
-                _threshold(m3, scale, u3)
-            t4, t5, t6 = _threshold(m4, scale, u4), _threshold(m5, scale, u5), _threshold(m6, scale, u6)
-            s0, s1, s2, s3, s4, s5, s6 = g0 * scale, g1 * scale, g2 * scale, g3 * scale, g4 * scale, g5 * scale, \
-                g6 * scale
-            start = base * scale
-            thresholds = (t0, t1, t2, t3, t4, t5, t6)
-            steps = (s0, s1, s2, s3, s4, s5, s6)
-            runs_stop = first + (stop - first) // GRID_RUN * GRID_RUN
-            for run_first in range(first, runs_stop, GRID_RUN):  # a loop of a constant count: vectorised whole
-                source_run = source_row[run_first:run_first + GRID_RUN]
-                target_run = target_row[run_first:run_first + GRID_RUN]
-                for a in range(GRID_RUN):
-                    target_run[a] = _grid_element(source_run[a], start, thresholds, steps, signed_zero)
-            for a in range(runs_stop, stop):
-                target_row[a] = _grid_element(source_row[a], start, thresholds, steps, signed_zero)
+            table[GRID - 1 + k, block] = float32_to_bits(np.float32(magnitude * scales[block]))
+
+
+@njit(**NUMBA_OPTIONS)
+def _grid_runs(source_row, target_row, start, blocks, table, signed_zero):
+    """Pass C of `round_grid_blocks` for the `blocks` blocks of RUN elements
+    from element `start` of the rows: each a loop of a constant count,
+    vectorised whole, which prefetches the elements CHUNK further on (to read
+    and to write: pass A of the next chunk then finds them in the caches)."""
+    source, target = source_row[start:], target_row[start:]
+    for block in range(blocks):
+        first = block * RUN  # (never negative: the indices need no check for negative ones)
+        prefetch(source, first + CHUNK, False)
+        prefetch(target, first + CHUNK, True)
+        for a in range(RUN):
+            target[first + a] = _grid_entry(source[first + a], table, block, signed_zero)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _grid_element(value, start, thresholds, steps, signed_zero):
-    """`round_grid_blocks`' rounding of the float32 `value`: its magnitude's
-    steps summed, then its sign (a zero result's where the element keeps
-    it), without branches."""
-    magnitude = abs(np.float64(value))
-    t0, t1, t2, t3, t4, t5, t6 = thresholds
-    s0, s1, s2, s3, s4, s5, s6 = steps
-    # (every partial sum is a grid value times the scale: exact in any order, so a tree)
-    rounded = ((start + (s0 if magnitude > t0 else 0.0)) + ((s1 if magnitude > t1 else 0.0)
-                                                            + (s2 if magnitude > t2 else 0.0))) + (
-        ((s3 if magnitude > t3 else 0.0) + (s4 if magnitude > t4 else 0.0))
-        + ((s5 if magnitude > t5 else 0.0) + (s6 if magnitude > t6 else 0.0)))
-    negative = np.int64(float32_to_bits(value) < 0) & (np.int64(rounded != 0.0) | signed_zero)
-    return np.float32(bits_to_float64(float64_to_bits(rounded) | (negative << 63)))
+def _grid_element(bits, t0, t1, t2, t3, t4, t5, t6, r0, r1, r2, r3, r4, r5, r6, r7, signed_zero):
+    """`round_grid_blocks`' rounding of the float32 `bits` (int32) with its
+    block's thresholds ``t`` and results ``r`` (float32 bits): the result of
+    the last threshold its magnitude exceeds, with its sign (a zero grid
+    value's only where the element keeps it); selects, no branches."""
+    magnitude = np.int32(bits & MAGNITUDE_32)
+    result = r1 if magnitude > t0 else r0
+    result = r2 if magnitude > t1 else result
+    result = r3 if magnitude > t2 else result
+    result = r4 if magnitude > t3 else result
+    result = r5 if magnitude > t4 else result
+    result = r6 if magnitude > t5 else result
+    result = r7 if magnitude > t6 else result
+    keep_sign = magnitude > t0 or signed_zero  # a nonzero grid value (its float32 may still be 0)
+    return np.int32(result | (np.int32(bits & SIGN_32) if keep_sign else np.int32(0)))
 
 
-GRID_SIGNATURE = types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
+@njit(inline="always", **NUMBA_OPTIONS)
+def _grid_entry(bits, table, block, signed_zero):
+    """`_grid_element` with `block`'s column of the table (its 7 thresholds,
+    then its 8 results), each entry read where the element loop uses it: LLVM
+    broadcasts it from memory rather than hold fifteen values in registers
+    (spilled, per block)."""
+    return _grid_element(bits, table[0, block], table[1, block], table[2, block], table[3, block],
+                         table[4, block], table[5, block], table[6, block], table[7, block], table[8, block],
+                         table[9, block], table[10, block], table[11, block], table[12, block], table[13, block],
+                         table[14, block], signed_zero)
+
+
+GRID_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(types.int32, 2, "C"),
                             types.Array(types.float64, 2, "C"), FLOAT_PARAMS_TYPE, types.UniTuple(types.int64, 3),
                             types.Array(types.float64, 1, "C", readonly=True),
                             types.Array(types.bool_, 1, "C", readonly=True),
@@ -152,3 +258,85 @@ def grid_kernel():
     numba's cache, on first use)."""
     round_grid_blocks.compile(GRID_SIGNATURE)
     return round_grid_blocks.overloads[GRID_SIGNATURE.args].entry_point
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _divided_element(value, scale, element_params, random, rand_bits):
+    """The general kernel's stochastic rounding of float32 `value` in a block
+    with `scale`: ``core.scale.round_element`` of the float64 quotient (a
+    quotient below float64's normals from a nonzero value taken as
+    ``copysign(2**-1022, value)``), times the scale, as float32."""
+    value64 = np.float64(value)
+    quotient = value64 / scale
+    tiny = abs(quotient) < SMALLEST_NORMAL_64 and value64 != 0.0
+    quotient = (-SMALLEST_NORMAL_64 if value64 < 0.0 else SMALLEST_NORMAL_64) if tiny else quotient
+    rounded = bits_to_float64(round_bits(float64_to_bits(quotient), element_params, STOCHASTIC, random, rand_bits,
+                                         False))
+    return np.float32(rounded * scale)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_division_blocks(source, target, scales, element_params, float_params, scale_fields, block_size, key,
+                          offset, rand_bits):
+    """Float32 rows `source` (blocks of `block_size` along them) rounded
+    stochastically onto the element format (`element_params`: float64
+    carrier, saturating) with significand scales into `target` and the scales
+    into `scales`: the general kernel's arithmetic (the module's docstring).
+    Element ``(row, a)`` draws random number ``offset + row * length + a``."""
+    rows, length = source.shape
+    chunk_blocks = max(CHUNK // block_size, 1)
+    maxima = np.empty(chunk_blocks, np.int32)
+    multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))
+    source_bits, target_bits = source.view(np.int32), target.view(np.int32)
+    for row in range(rows):
+        source_row, target_row, scales_row = source[row], target[row], scales[row]
+        for first in range(0, length, chunk_blocks * block_size):
+            size = min(chunk_blocks * block_size, length - first)
+            source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
+            blocks = -(-size // block_size)
+            block0 = first // block_size
+            chunk_scales = scales_row[block0:block0 + blocks]
+            _block_maxima(source_bits[row, first:first + size], blocks, block_size, maxima)
+            _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
+            index = offset + row * length + first
+            if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
+                # random counters crossing a 2**32 segment (once in 2**32 elements): drawn one by one
+                for a in range(size):
+                    scale = chunk_scales[a // block_size]
+                    target_chunk[a] = _divided_element(source_chunk[a], scale, element_params,
+                                                       random_bits(key, index + a), rand_bits)
+            else:
+                keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+                keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
+                for block in range(blocks):
+                    scale = chunk_scales[block]
+                    block_first = block * block_size
+                    stop = min(block_first + block_size, size)
+                    runs_stop = block_first + (stop - block_first) // RUN * RUN
+                    for run_first in range(block_first, runs_stop, RUN):  # vectorised whole
+                        source_run = source_chunk[run_first:run_first + RUN]
+                        target_run = target_chunk[run_first:run_first + RUN]
+                        for a in range(RUN):
+                            target_run[a] = _divided_element(source_run[a], scale, element_params,
+                                                             keyed_bits(keyed_high, keyed_low, multipliers),
+                                                             rand_bits)
+                            keyed_high = wrapping_add(keyed_high, weyl_step)
+                            keyed_low = wrapping_add(keyed_low, weyl_step)
+                    for a in range(runs_stop, stop):
+                        target_chunk[a] = _divided_element(source_chunk[a], scale, element_params,
+                                                           keyed_bits(keyed_high, keyed_low, multipliers), rand_bits)
+                        keyed_high = wrapping_add(keyed_high, weyl_step)
+                        keyed_low = wrapping_add(keyed_low, weyl_step)
+            _nan_blocks(target_bits[row, first:first + size], blocks, block_size, maxima)
+
+
+DIVISION_SIGNATURE = types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
+                                types.Array(types.float64, 2, "C"), PARAMS_TYPE, FLOAT_PARAMS_TYPE,
+                                types.UniTuple(types.int64, 3), types.int64, types.uint64, types.int64, types.int64)
+
+
+def division_kernel():
+    """The compiled entry point of `round_division_blocks` (compiled, or loaded
+    from numba's cache, on first use)."""
+    round_division_blocks.compile(DIVISION_SIGNATURE)
+    return round_division_blocks.overloads[DIVISION_SIGNATURE.args].entry_point
