@@ -54,6 +54,10 @@ GRID = 8  # element magnitudes (GRID - 1 midpoints); unused ones: +inf midpoints
 TWO_52 = 2.0**52
 RUN = 16  # elements rounded by a loop of a constant count
 CHUNK = 4096  # elements of a row per pass (whole blocks; at least one block)
+TABLE_BLOCKS = 256  # blocks of a chunk at most (the grid kernel's table)
+# entries of the table between a block's consecutive ones: more than TABLE_BLOCKS, and not a
+# multiple of 1024 (a block's entries 4 KiB apart would share a set of the L1 cache: 2x slower)
+TABLE_STRIDE = TABLE_BLOCKS + 16
 SIGN_32 = np.int32(-0x80000000)
 SMALLEST_NORMAL_64 = 2.0**-1022
 
@@ -159,10 +163,11 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
     result."""
     rows, length = source.shape
     signed_zero = scale_fields[2] != 0
-    chunk_blocks = max(CHUNK // block_size, 1)
+    chunk_blocks = min(max(CHUNK // block_size, 1), TABLE_BLOCKS)
     maxima = np.empty(chunk_blocks, np.int32)
-    # pass B's table: a column per block, its thresholds then its results (float32 bits)
-    table = np.empty((2 * GRID, chunk_blocks), np.int32)
+    # pass B's table: for each block its thresholds then its results (float32 bits), entry k
+    # of block b at ``k * TABLE_STRIDE + b`` (a stride the compiler knows: one base register)
+    table = np.empty(2 * GRID * TABLE_STRIDE, np.int32)
     for row in range(rows):
         source_row, target_row, scales_row = source[row], target[row], scales[row]
         for first in range(0, length, chunk_blocks * block_size):
@@ -194,11 +199,11 @@ def _grid_table(scales, blocks, midpoints, tie_up, magnitudes, table):
         for block in range(blocks):
             product = midpoint * scales[block]  # exact
             below = bits_to_float64(float64_to_bits(product) - 1)
-            table[k, block] = _float32_below(below if up else product)
+            table[k * TABLE_STRIDE + block] = _float32_below(below if up else product)
     for k in range(GRID):
         magnitude = magnitudes[k]
         for block in range(blocks):
-            table[GRID - 1 + k, block] = float32_to_bits(np.float32(magnitude * scales[block]))
+            table[(GRID - 1 + k) * TABLE_STRIDE + block] = float32_to_bits(np.float32(magnitude * scales[block]))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -240,10 +245,13 @@ def _grid_entry(bits, table, block, signed_zero):
     then its 8 results), each entry read where the element loop uses it: LLVM
     broadcasts it from memory rather than hold fifteen values in registers
     (spilled, per block)."""
-    return _grid_element(bits, table[0, block], table[1, block], table[2, block], table[3, block],
-                         table[4, block], table[5, block], table[6, block], table[7, block], table[8, block],
-                         table[9, block], table[10, block], table[11, block], table[12, block], table[13, block],
-                         table[14, block], signed_zero)
+    stride = TABLE_STRIDE
+    return _grid_element(bits, table[block], table[stride + block], table[2 * stride + block],
+                         table[3 * stride + block], table[4 * stride + block], table[5 * stride + block],
+                         table[6 * stride + block], table[7 * stride + block], table[8 * stride + block],
+                         table[9 * stride + block], table[10 * stride + block], table[11 * stride + block],
+                         table[12 * stride + block], table[13 * stride + block], table[14 * stride + block],
+                         signed_zero)
 
 
 GRID_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(types.int32, 2, "C"),
