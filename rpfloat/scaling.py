@@ -13,7 +13,7 @@ from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
 from ._kernels.cpu.blocks import fast_kernel, general_kernel
-from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel
+from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
 from .modes import Mode, parse_mode
@@ -161,8 +161,11 @@ def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     least float32's smallest subnormal."""
     if not fmt.tensor_scale:
         return None
-    magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
-    largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
+    if array.dtype == np.float32:
+        largest = largest_finite(array.reshape(-1).view(np.int32))
+    else:
+        magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
+        largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
     if largest == 0:
         return np.float32(1)
     # the float32 quotient (by way of float64: the same rounding, and no overflow where the two
@@ -178,12 +181,18 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     share memory with `array` (else into a new array)."""
     fmt = plan.fmt
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
-    if array.dtype != work_dtype:
+    outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
+    # significand scales of float32 (or narrower) rows: the grid (nearest) or division (stochastic)
+    # kernel, into float32 or, with a tensor scale, float64 values
+    significand = (plan.grid if plan.mode == Mode.NEAREST else plan.division) is not None
+    significand = (significand and inner == 1 and not write_elements and array.dtype.kind == "f"
+                   and array.dtype.itemsize <= 4)
+    source_dtype = np.dtype(np.float32) if significand else work_dtype
+    if array.dtype != source_dtype:
         with np.errstate(invalid="ignore"):  # casting signalling NaNs
-            array = array.astype(work_dtype)
+            array = array.astype(source_dtype)
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         array = array.copy(order="C")
-    outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
     tensor_scale = _tensor_scale(array, fmt)
     blocks = -(-length // block_size) if length else 0
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
@@ -193,19 +202,21 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
               and not np.may_share_memory(out, array))
     result = out if direct else np.empty(array.shape, work_dtype)
     scales = np.empty((outer, blocks, inner), np.float64)
+    rows, row_scales = (outer, length), (outer, blocks)
     fast = None
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
-    if work_dtype == np.float32 and inner == 1 and plan.grid is not None and not write_elements:
-        grid_kernel()(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
-                      scales.reshape(outer, blocks), float_params, *plan.grid, block_size)
-    elif work_dtype == np.float32 and inner == 1 and plan.division is not None and not write_elements:
-        division_kernel()(array.reshape(outer, length), result.reshape(outer, length), scales.reshape(outer, blocks),
-                          plan.element_params, float_params, plan.division, block_size, key, offset, plan.rand_bits)
+    if significand and plan.mode == Mode.NEAREST:
+        grid_kernel(work_dtype)(array.reshape(rows).view(np.int32), result.reshape(rows),
+                                scales.reshape(row_scales), float_params, *plan.grid, block_size)
+    elif significand:
+        division_kernel(work_dtype)(array.reshape(rows), result.reshape(rows), scales.reshape(row_scales),
+                                    plan.element_params, float_params, plan.division, block_size, key, offset,
+                                    plan.rand_bits)
     elif fast is not None:
-        fast(array.reshape(outer, length).view(np.int32), result.reshape(outer, length).view(np.int32),
-             scales.reshape(outer, blocks), plan.fast_params, plan.element_params, block_params, float_params,
-             int(plan.mode), key, offset, plan.rand_bits)
+        fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
+             plan.fast_params, plan.element_params, block_params, float_params, int(plan.mode), key, offset,
+             plan.rand_bits)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
                                    plan.element_params, plan.scale_params, block_params, float_params,

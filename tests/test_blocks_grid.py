@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.cpu.blocks import general_kernel
-from rpfloat._kernels.cpu.grid_blocks import CHUNK, division_kernel, grid_kernel
+from rpfloat._kernels.cpu.grid_blocks import CHUNK, division_kernel, grid_kernel, largest_finite
 
 FORMATS = [
     rp.format("nvfp4"),
@@ -33,8 +33,9 @@ FORMATS = [
 ]
 
 
-def _both(x, fmt):
-    """``((grid values, scales), (general values, scales))`` of float32 rows `x`."""
+def _both(x, fmt, target_dtype=np.float32):
+    """``((grid values, scales), (general values, scales))`` of float32 rows
+    `x`, as `target_dtype` (float64: the general kernel on float64 data)."""
     plan = scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32)
     assert plan.grid is not None
     rows, length = x.shape
@@ -44,18 +45,20 @@ def _both(x, fmt):
     block_params = plan.block_params[:6] + (block_size, 0)
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
-    grid_out, grid_scales = np.empty_like(x), np.empty((rows, blocks))
-    grid_kernel()(x.view(np.int32), grid_out.view(np.int32), grid_scales, float_params, *plan.grid, block_size)
-    general_out, general_scales = np.empty_like(x), np.empty((rows, blocks))
-    general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
-                               general_scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
-                               block_params, float_params, 0, 0, 0, plan.rand_bits)
+    grid_out, grid_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
+    grid_kernel(target_dtype)(x.view(np.int32), grid_out, grid_scales, float_params, *plan.grid, block_size)
+    general_out, general_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
+    general_kernel(target_dtype)(x.astype(target_dtype).reshape(rows, length, 1),
+                                 general_out.reshape(rows, length, 1), general_scales.reshape(rows, blocks, 1),
+                                 plan.element_params, plan.scale_params, block_params, float_params, 0, 0, 0,
+                                 plan.rand_bits)
     return (grid_out, grid_scales), (general_out, general_scales)
 
 
-def _assert_same(x, fmt):
-    (grid, grid_scales), (general, general_scales) = _both(x, fmt)
-    bad = np.flatnonzero(grid.view(np.uint32) != general.view(np.uint32))
+def _assert_same(x, fmt, target_dtype=np.float32):
+    (grid, grid_scales), (general, general_scales) = _both(x, fmt, target_dtype)
+    bits = np.uint32 if target_dtype == np.float32 else np.uint64
+    bad = np.flatnonzero(grid.view(bits) != general.view(bits))
     assert bad.size == 0, (f"{fmt!r}: {bad.size} differ, e.g. at {bad[:3]} x={x.ravel()[bad[:3]]!r} "
                            f"grid={grid.ravel()[bad[:3]]!r} general={general.ravel()[bad[:3]]!r}")
     np.testing.assert_array_equal(grid_scales.view(np.uint64), general_scales.view(np.uint64))
@@ -88,10 +91,11 @@ def _data(fmt, rows, length, seed):
     return x32
 
 
+@pytest.mark.parametrize("target_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
-def test_grid_kernel_matches_the_general_one(fmt):
+def test_grid_kernel_matches_the_general_one(fmt, target_dtype):
     for seed, (rows, length) in enumerate(((4, 200), (2, 1000), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
-        _assert_same(_data(fmt, rows, length, seed), fmt)
+        _assert_same(_data(fmt, rows, length, seed), fmt, target_dtype)
 
 
 @settings(max_examples=40, deadline=None)
@@ -135,9 +139,10 @@ DIVISION_FORMATS = FORMATS + [
 ]
 
 
-def _divided_both(x, fmt, rand_bits, key, offset):
+def _divided_both(x, fmt, rand_bits, key, offset, target_dtype=np.float32):
     """``((division kernel values, scales), (general values, scales))`` of
-    float32 rows `x` in stochastic rounding."""
+    float32 rows `x` in stochastic rounding, as `target_dtype` (float64: the
+    general kernel on float64 data)."""
     plan = scaling.scaled_plan(fmt, "stochastic", None, rand_bits, np.float32)
     assert plan.division is not None
     rows, length = x.shape
@@ -147,13 +152,14 @@ def _divided_both(x, fmt, rand_bits, key, offset):
     block_params = plan.block_params[:6] + (block_size, 0)
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
-    fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks))
-    division_kernel()(x, fast_out, fast_scales, plan.element_params, float_params, plan.division, block_size,
-                      np.uint64(key), offset, plan.rand_bits)
-    general_out, general_scales = np.empty_like(x), np.empty((rows, blocks))
-    general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
-                               general_scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
-                               block_params, float_params, int(plan.mode), np.uint64(key), offset, plan.rand_bits)
+    fast_out, fast_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
+    division_kernel(target_dtype)(x, fast_out, fast_scales, plan.element_params, float_params, plan.division,
+                                  block_size, np.uint64(key), offset, plan.rand_bits)
+    general_out, general_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
+    general_kernel(target_dtype)(x.astype(target_dtype).reshape(rows, length, 1),
+                                 general_out.reshape(rows, length, 1), general_scales.reshape(rows, blocks, 1),
+                                 plan.element_params, plan.scale_params, block_params, float_params,
+                                 int(plan.mode), np.uint64(key), offset, plan.rand_bits)
     return (fast_out, fast_scales), (general_out, general_scales)
 
 
@@ -175,19 +181,22 @@ def _stochastic_data(fmt, rows, length, seed):
     return x32
 
 
-def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0):
-    (fast, fast_scales), (general, general_scales) = _divided_both(x, fmt, rand_bits, key, offset)
-    bad = np.flatnonzero(fast.view(np.uint32) != general.view(np.uint32))
+def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0, target_dtype=np.float32):
+    (fast, fast_scales), (general, general_scales) = _divided_both(x, fmt, rand_bits, key, offset, target_dtype)
+    bits = np.uint32 if target_dtype == np.float32 else np.uint64
+    bad = np.flatnonzero(fast.view(bits) != general.view(bits))
     assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits} offset={offset}: {bad.size} differ, e.g. at {bad[:3]} "
                            f"x={x.ravel()[bad[:3]]!r} fast={fast.ravel()[bad[:3]]!r} "
                            f"general={general.ravel()[bad[:3]]!r}")
     np.testing.assert_array_equal(fast_scales.view(np.uint64), general_scales.view(np.uint64))
 
 
+@pytest.mark.parametrize("target_dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("fmt", DIVISION_FORMATS, ids=repr)
-def test_division_kernel_matches_the_general_one(fmt):
+def test_division_kernel_matches_the_general_one(fmt, target_dtype):
     for seed, (rows, length) in enumerate(((4, 200), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
-        _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, key=seed + 1)
+        _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, key=seed + 1,
+                             target_dtype=target_dtype)
 
 
 @pytest.mark.parametrize("rand_bits", [1, 3, 8, 23, 24, 32, 33, 52, 53, 64])
@@ -219,3 +228,33 @@ def test_rp_round_takes_the_division_kernel():
     got = rp.round(x, "nvfp4", "stochastic", rng=3)
     want = rp.round(x.astype(np.float64), "nvfp4", "stochastic", rng=3).astype(np.float32)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_rp_round_with_a_tensor_scale(mode, dtype, monkeypatch):
+    """Two-level NVFP4 on float32 (or float16) data: float64 results (the
+    products with the float32 tensor scale need more than 24 bits) from the
+    grid or division kernel -- the general kernel is not called -- with the
+    bits the general kernel gives the same values as float64 data."""
+    fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)
+    with np.errstate(over="ignore"):  # (rows beyond float16's range: inf, NaN blocks)
+        x = _stochastic_data(fmt, 3, 300, 11).astype(dtype)
+    want = rp.round(x.astype(np.float64), fmt, mode, rng=3)
+
+    def general_kernel_not_expected(dtype):
+        raise AssertionError("the general kernel was called")
+
+    monkeypatch.setattr(scaling, "general_kernel", general_kernel_not_expected)
+    got = rp.round(x, fmt, mode, rng=3)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
+
+
+def test_largest_finite():
+    """The tensor scale's max over float32 data skips NaN and inf, and is 0
+    where nothing finite is nonzero."""
+    x = np.array([1.0, -7.5, np.inf, np.nan, -np.inf, 3e-45], np.float32)
+    assert largest_finite(x.view(np.int32)) == np.float32(7.5)
+    assert largest_finite(np.array([np.nan, -np.inf, -0.0], np.float32).view(np.int32)) == 0
+    assert largest_finite(np.zeros(0, np.int32)) == 0

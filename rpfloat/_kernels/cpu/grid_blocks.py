@@ -48,7 +48,7 @@ from ..core.element import round_bits
 from ..core.layout import PARAMS_TYPE, STOCHASTIC
 from ..core.scale import F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
-from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, QUIET_NAN_32, SEGMENT_MASK, power_of_two, prefetch
+from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, SEGMENT_MASK, power_of_two, prefetch
 
 GRID = 8  # element magnitudes (GRID - 1 midpoints); unused ones: +inf midpoints
 TWO_52 = 2.0**52
@@ -58,7 +58,6 @@ TABLE_BLOCKS = 256  # blocks of a chunk at most (the grid kernel's table)
 # entries of the table between a block's consecutive ones: more than TABLE_BLOCKS, and not a
 # multiple of 1024 (a block's entries 4 KiB apart would share a set of the L1 cache: 2x slower)
 TABLE_STRIDE = TABLE_BLOCKS + 16
-SIGN_32 = np.int32(-0x80000000)
 SMALLEST_NORMAL_64 = 2.0**-1022
 
 
@@ -115,6 +114,17 @@ def _block_maxima(source_chunk, blocks, block_size, maxima):
 
 
 @njit(**NUMBA_OPTIONS)
+def largest_finite(bits):
+    """The largest finite magnitude of the float32 `bits` (0 where there is
+    none): one vectorised pass (a tensor scale's max)."""
+    largest = np.int32(0)
+    for a in range(bits.size):
+        magnitude = np.int32(bits[a] & MAGNITUDE_32)
+        largest = max(largest, magnitude if magnitude < INF_32 else np.int32(0))
+    return bits_to_float32(largest)
+
+
+@njit(**NUMBA_OPTIONS)
 def _block_scales(maxima, blocks, scales, float_params, scale_fields):
     """Pass B's scales: of each block, from its largest magnitude, into `scales`
     (NaN for a block holding NaN or inf); one loop without branches."""
@@ -147,7 +157,7 @@ def _nan_blocks(target_chunk, blocks, block_size, maxima):
     for block in range(blocks):
         if maxima[block] >= INF_32:
             for a in range(block * block_size, min(block * block_size + block_size, target_chunk.size)):
-                target_chunk[a] = QUIET_NAN_32
+                target_chunk[a] = np.nan
 
 
 @njit(**NUMBA_OPTIONS)
@@ -156,8 +166,9 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
     """Float32 rows `source` (int32 bits; blocks of `block_size` along them)
     rounded to nearest onto an element grid of at most GRID magnitudes
     (`magnitudes`, the first 0, with `midpoints` between them and whether a tie
-    at each rounds up, `tie_up`) with significand scales into `target` (int32
-    bits) and the scales into `scales` (NaN for a block holding NaN or inf):
+    at each rounds up, `tie_up`) with significand scales into `target`
+    (float32, or float64: a tensor scale's products) and the scales into
+    `scales` (NaN for a block holding NaN or inf):
     the module's docstring. `scale_fields`: the scale format's fraction bits,
     least normal exponent and whether the element keeps the sign of a zero
     result."""
@@ -165,9 +176,10 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
     signed_zero = scale_fields[2] != 0
     chunk_blocks = min(max(CHUNK // block_size, 1), TABLE_BLOCKS)
     maxima = np.empty(chunk_blocks, np.int32)
-    # pass B's table: for each block its thresholds then its results (float32 bits), entry k
-    # of block b at ``k * TABLE_STRIDE + b`` (a stride the compiler knows: one base register)
-    table = np.empty(2 * GRID * TABLE_STRIDE, np.int32)
+    # pass B's tables: each block's thresholds (float32 bits) and results (the target's type),
+    # entry k of block b at ``k * TABLE_STRIDE + b`` (a stride the compiler knows: one base register)
+    thresholds = np.empty((GRID - 1) * TABLE_STRIDE, np.int32)
+    results = np.empty(GRID * TABLE_STRIDE, target.dtype)
     for row in range(rows):
         source_row, target_row, scales_row = source[row], target[row], scales[row]
         for first in range(0, length, chunk_blocks * block_size):
@@ -178,36 +190,36 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
             chunk_scales = scales_row[block0:block0 + blocks]
             _block_maxima(source_chunk, blocks, block_size, maxima)
             _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
-            _grid_table(chunk_scales, blocks, midpoints, tie_up, magnitudes, table)
+            _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results)
             runs = size // RUN if block_size == RUN else 0  # whole blocks of RUN
-            _grid_runs(source_row, target_row, first, runs, table, signed_zero)
+            _grid_runs(source_row, target_row, first, runs, thresholds, results, signed_zero)
             for block in range(runs, blocks):
                 for a in range(block * block_size, min(block * block_size + block_size, size)):
-                    target_chunk[a] = _grid_entry(source_chunk[a], table, block, signed_zero)
+                    target_chunk[a] = _grid_entry(source_chunk[a], thresholds, results, block, signed_zero)
             _nan_blocks(target_chunk, blocks, block_size, maxima)
 
 
 @njit(**NUMBA_OPTIONS)
-def _grid_table(scales, blocks, midpoints, tie_up, magnitudes, table):
-    """Pass B's table of `round_grid_blocks`: for each of the `blocks` blocks
-    with `scales`, a row of its 7 thresholds (|v| beyond one: beyond its
-    midpoint, or on it where its tie rounds up) and its 8 results (the grid
-    values times the scale), as float32 bits; a loop over the blocks per
-    entry (vectorised)."""
+def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, results):
+    """Pass B's tables of `round_grid_blocks`: for each of the `blocks` blocks
+    with `scales`, its 7 thresholds (|v| beyond one: beyond its midpoint, or
+    on it where its tie rounds up) as float32 bits and its 8 results (the grid
+    values times the scale, exact in float64) rounded to the type of
+    `results`; a loop over the blocks per entry (vectorised)."""
     for k in range(GRID - 1):
         midpoint, up = midpoints[k], tie_up[k]
         for block in range(blocks):
             product = midpoint * scales[block]  # exact
             below = bits_to_float64(float64_to_bits(product) - 1)
-            table[k * TABLE_STRIDE + block] = _float32_below(below if up else product)
+            thresholds[k * TABLE_STRIDE + block] = _float32_below(below if up else product)
     for k in range(GRID):
         magnitude = magnitudes[k]
         for block in range(blocks):
-            table[(GRID - 1 + k) * TABLE_STRIDE + block] = float32_to_bits(np.float32(magnitude * scales[block]))
+            results[k * TABLE_STRIDE + block] = magnitude * scales[block]
 
 
 @njit(**NUMBA_OPTIONS)
-def _grid_runs(source_row, target_row, start, blocks, table, signed_zero):
+def _grid_runs(source_row, target_row, start, blocks, thresholds, results, signed_zero):
     """Pass C of `round_grid_blocks` for the `blocks` blocks of RUN elements
     from element `start` of the rows: each a loop of a constant count,
     vectorised whole, which prefetches the elements CHUNK further on (to read
@@ -218,13 +230,13 @@ def _grid_runs(source_row, target_row, start, blocks, table, signed_zero):
         prefetch(source, first + CHUNK, False)
         prefetch(target, first + CHUNK, True)
         for a in range(RUN):
-            target[first + a] = _grid_entry(source[first + a], table, block, signed_zero)
+            target[first + a] = _grid_entry(source[first + a], thresholds, results, block, signed_zero)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
 def _grid_element(bits, t0, t1, t2, t3, t4, t5, t6, r0, r1, r2, r3, r4, r5, r6, r7, signed_zero):
     """`round_grid_blocks`' rounding of the float32 `bits` (int32) with its
-    block's thresholds ``t`` and results ``r`` (float32 bits): the result of
+    block's thresholds ``t`` (float32 bits) and results ``r``: the result of
     the last threshold its magnitude exceeds, with its sign (a zero grid
     value's only where the element keeps it); selects, no branches."""
     magnitude = np.int32(bits & MAGNITUDE_32)
@@ -236,36 +248,51 @@ def _grid_element(bits, t0, t1, t2, t3, t4, t5, t6, r0, r1, r2, r3, r4, r5, r6, 
     result = r6 if magnitude > t5 else result
     result = r7 if magnitude > t6 else result
     keep_sign = magnitude > t0 or signed_zero  # a nonzero grid value (its float32 may still be 0)
-    return np.int32(result | (np.int32(bits & SIGN_32) if keep_sign else np.int32(0)))
+    return -result if bits < 0 and keep_sign else result
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _grid_entry(bits, table, block, signed_zero):
-    """`_grid_element` with `block`'s column of the table (its 7 thresholds,
-    then its 8 results), each entry read where the element loop uses it: LLVM
-    broadcasts it from memory rather than hold fifteen values in registers
-    (spilled, per block)."""
+def _grid_entry(bits, thresholds, results, block, signed_zero):
+    """`_grid_element` with `block`'s entries of the tables, each read where
+    the element loop uses it: LLVM broadcasts it from memory rather than hold
+    fifteen values in registers (spilled, per block)."""
     stride = TABLE_STRIDE
-    return _grid_element(bits, table[block], table[stride + block], table[2 * stride + block],
-                         table[3 * stride + block], table[4 * stride + block], table[5 * stride + block],
-                         table[6 * stride + block], table[7 * stride + block], table[8 * stride + block],
-                         table[9 * stride + block], table[10 * stride + block], table[11 * stride + block],
-                         table[12 * stride + block], table[13 * stride + block], table[14 * stride + block],
-                         signed_zero)
+    return _grid_element(bits, thresholds[block], thresholds[stride + block], thresholds[2 * stride + block],
+                         thresholds[3 * stride + block], thresholds[4 * stride + block],
+                         thresholds[5 * stride + block], thresholds[6 * stride + block],
+                         results[block], results[stride + block], results[2 * stride + block],
+                         results[3 * stride + block], results[4 * stride + block], results[5 * stride + block],
+                         results[6 * stride + block], results[7 * stride + block], signed_zero)
 
 
-GRID_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(types.int32, 2, "C"),
-                            types.Array(types.float64, 2, "C"), FLOAT_PARAMS_TYPE, types.UniTuple(types.int64, 3),
-                            types.Array(types.float64, 1, "C", readonly=True),
-                            types.Array(types.bool_, 1, "C", readonly=True),
-                            types.Array(types.float64, 1, "C", readonly=True), types.int64)
+def _grid_signature(target_type):
+    return types.void(types.Array(types.int32, 2, "C", readonly=True), types.Array(target_type, 2, "C"),
+                      types.Array(types.float64, 2, "C"), FLOAT_PARAMS_TYPE, types.UniTuple(types.int64, 3),
+                      types.Array(types.float64, 1, "C", readonly=True),
+                      types.Array(types.bool_, 1, "C", readonly=True),
+                      types.Array(types.float64, 1, "C", readonly=True), types.int64)
 
 
-def grid_kernel():
-    """The compiled entry point of `round_grid_blocks` (compiled, or loaded from
-    numba's cache, on first use)."""
-    round_grid_blocks.compile(GRID_SIGNATURE)
-    return round_grid_blocks.overloads[GRID_SIGNATURE.args].entry_point
+def _division_signature(target_type):
+    return types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(target_type, 2, "C"),
+                      types.Array(types.float64, 2, "C"), PARAMS_TYPE, FLOAT_PARAMS_TYPE,
+                      types.UniTuple(types.int64, 3), types.int64, types.uint64, types.int64, types.int64)
+
+
+# by target dtype: float32 (a format's own values), float64 (with a tensor scale)
+GRID_SIGNATURES = {np.dtype(np.float32): _grid_signature(types.float32),
+                   np.dtype(np.float64): _grid_signature(types.float64)}
+DIVISION_SIGNATURES = {np.dtype(np.float32): _division_signature(types.float32),
+                       np.dtype(np.float64): _division_signature(types.float64)}
+
+
+def grid_kernel(target_dtype):
+    """The compiled entry point of `round_grid_blocks` for a `target_dtype`
+    (float32 or float64) result (compiled, or loaded from numba's cache, on
+    first use)."""
+    signature = GRID_SIGNATURES[np.dtype(target_dtype)]
+    round_grid_blocks.compile(signature)
+    return round_grid_blocks.overloads[signature.args].entry_point
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -273,14 +300,14 @@ def _divided_element(value, scale, element_params, random, rand_bits):
     """The general kernel's stochastic rounding of float32 `value` in a block
     with `scale`: ``core.scale.round_element`` of the float64 quotient (a
     quotient below float64's normals from a nonzero value taken as
-    ``copysign(2**-1022, value)``), times the scale, as float32."""
+    ``copysign(2**-1022, value)``), times the scale (exact)."""
     value64 = np.float64(value)
     quotient = value64 / scale
     tiny = abs(quotient) < SMALLEST_NORMAL_64 and value64 != 0.0
     quotient = (-SMALLEST_NORMAL_64 if value64 < 0.0 else SMALLEST_NORMAL_64) if tiny else quotient
     rounded = bits_to_float64(round_bits(float64_to_bits(quotient), element_params, STOCHASTIC, random, rand_bits,
                                          False))
-    return np.float32(rounded * scale)
+    return rounded * scale  # (rounded once more where the target is float32)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -288,14 +315,15 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
                           offset, rand_bits):
     """Float32 rows `source` (blocks of `block_size` along them) rounded
     stochastically onto the element format (`element_params`: float64
-    carrier, saturating) with significand scales into `target` and the scales
-    into `scales`: the general kernel's arithmetic (the module's docstring).
+    carrier, saturating) with significand scales into `target` (float32 or
+    float64) and the scales into `scales`: the general kernel's arithmetic
+    (the module's docstring).
     Element ``(row, a)`` draws random number ``offset + row * length + a``."""
     rows, length = source.shape
     chunk_blocks = max(CHUNK // block_size, 1)
     maxima = np.empty(chunk_blocks, np.int32)
     multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))
-    source_bits, target_bits = source.view(np.int32), target.view(np.int32)
+    source_bits = source.view(np.int32)
     for row in range(rows):
         source_row, target_row, scales_row = source[row], target[row], scales[row]
         for first in range(0, length, chunk_blocks * block_size):
@@ -335,16 +363,13 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
                                                            keyed_bits(keyed_high, keyed_low, multipliers), rand_bits)
                         keyed_high = wrapping_add(keyed_high, weyl_step)
                         keyed_low = wrapping_add(keyed_low, weyl_step)
-            _nan_blocks(target_bits[row, first:first + size], blocks, block_size, maxima)
+            _nan_blocks(target_chunk, blocks, block_size, maxima)
 
 
-DIVISION_SIGNATURE = types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(types.float32, 2, "C"),
-                                types.Array(types.float64, 2, "C"), PARAMS_TYPE, FLOAT_PARAMS_TYPE,
-                                types.UniTuple(types.int64, 3), types.int64, types.uint64, types.int64, types.int64)
-
-
-def division_kernel():
-    """The compiled entry point of `round_division_blocks` (compiled, or loaded
-    from numba's cache, on first use)."""
-    round_division_blocks.compile(DIVISION_SIGNATURE)
-    return round_division_blocks.overloads[DIVISION_SIGNATURE.args].entry_point
+def division_kernel(target_dtype):
+    """The compiled entry point of `round_division_blocks` for a `target_dtype`
+    (float32 or float64) result (compiled, or loaded from numba's cache, on
+    first use)."""
+    signature = DIVISION_SIGNATURES[np.dtype(target_dtype)]
+    round_division_blocks.compile(signature)
+    return round_division_blocks.overloads[signature.args].entry_point
