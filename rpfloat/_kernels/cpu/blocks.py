@@ -27,7 +27,7 @@ from numba.extending import intrinsic
 
 from ..core.bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, shift_left,
-    wrapping_add, wrapping_mul,
+    shift_right, wrapping_add, wrapping_mul,
 )
 from ..core.layout import (
     P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
@@ -40,7 +40,7 @@ from ..core.scale import (
     power_of_two_exponent, round_element, significand_scale,
 )
 from ..core.stream import (
-    WEYL_32, keyed_bits, keyed_weyl, loop_constants, mix_high, random_bits, segment_keys, top_bits_mask_32,
+    WEYL_32, keyed_bits, keyed_weyl, loop_constants, mix_high, mix_low, random_bits, segment_keys, top_bits_mask_32,
 )
 from .fast_bits import FAST_BITS_MODES, fast_round_bits
 from .loops import fast_bounds
@@ -352,6 +352,72 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
 
 
 @njit(**NUMBA_OPTIONS)
+def wide_low(params, low):
+    """The least shifted magnitude that `_wide_stochastic_element` rounds (`low`:
+    `stochastic_low`'s): where the element format has subnormals (the bits
+    dropped below one spacing follow `fast_drop_offset`), 2**-32 spacings (the
+    least normal at least), else `low`."""
+    if params[P_FAST_DROP_OFFSET] != params[P_BELOW_DROP_OFFSET]:
+        return low
+    return min(low, max(params[P_BELOW_QUANTUM_BITS] - (np.int64(32) << 23), np.int64(SMALLEST_NORMAL_32)))
+
+
+@njit(**NUMBA_OPTIONS)
+def wide_constants(params, rand_bits):
+    """What `_wide_stochastic_element` reads besides `stochastic_constants`: the
+    mask of the random number's low word (its top `rand_bits` bits there), the
+    greatest left shift of the significand (``24 - fast_drop_min``) and the
+    offset of the bits dropped less 24 (``fast_drop_offset - 24``), as a
+    uint32 and int32s."""
+    return (top_bits_mask_32(rand_bits, 32), np.int32(24 - params[P_FAST_DROP_MIN]),
+            np.int32(params[P_FAST_DROP_OFFSET] - 24))
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _wide_stochastic_element(bits, shift_32, clamp, keyed_high, keyed_low, multipliers, constants, wide):
+    """`_stochastic_element` over a wider range (`wide_low`: down to 2**-32
+    spacings, where `stochastic_low`'s starts at 2**-8) with both halves of the
+    random number (`wide`: `wide_constants`): for the runs of the blocks with
+    magnitudes in between (few), where the other loop would leave them to
+    float64.
+
+    The bits dropped ``d`` reach 55 (24 at one spacing less a little), so
+    ``T = sig * 2**(64 - d)``, the fraction above the grid point in 64 bits, is
+    exact: its high word ``(sig << 8) << (24 - d)`` (``d <= 24``; ``d = 0``
+    gives 0) or ``(sig << 8) >> (d - 24)`` (``d`` in [24, 55]), its low word
+    ``(sig << 8) << (56 - d)`` (0 for ``d <= 32``). ``y`` steps up where the
+    64-bit random number plus T, cut to its top `rand_bits`, carries out of 64
+    bits: `core.element.stochastic_up`'s decision (``~R < T``), whose float64
+    fraction is the same number (the float32 quotient is exact)."""
+    word_mask, aligned, drop_min, drop_offset, quantum, zero_sign = constants
+    low_mask, left_max, below_offset = wide
+    magnitude = np.int32(bits & MAGNITUDE_32)
+    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
+    high = mix_high(keyed_high, multipliers)
+    low = mix_low(keyed_low, multipliers)
+    field = np.int32(y >> np.int32(23))
+    left = np.int32(min(left_max, np.int32(field - below_offset)))  # 24 - d
+    # d - 24 in [0, 31] (31: zeros and magnitudes below the range, which pass D redoes)
+    right = np.int32(min(max(np.int32(-left), np.int32(0)), np.int32(31)))
+    left = np.int32(max(left, np.int32(0)))
+    sig = np.uint32(shift_left(np.uint32(y), np.uint32(8)) | np.uint32(0x80000000))
+    fraction_high = np.uint32(shift_right(np.uint32(shift_left(sig, np.uint32(left))), np.uint32(right)) & word_mask)
+    fraction_low = np.uint32(shift_left(np.uint32(shift_left(sig, np.uint32(np.int32(31) - right))), np.uint32(1))
+                             & low_mask)
+    sum_low = np.uint32(low + fraction_low)
+    sum_high = np.uint32(high + fraction_high)
+    up = (sum_high < fraction_high) | ((sum_high == ALL_ONES_32) & (sum_low < fraction_low))
+    step = np.int32(shift_right(np.int32(0x01000000), np.int32(left)))  # 2**d for d <= 24
+    rounded = np.int32(np.int32(y + (step if up else np.int32(0))) & ~np.int32(step - np.int32(1)))
+    if y < aligned:  # below one spacing: 0 or one spacing (a zero: 0)
+        rounded = quantum if up and y != 0 else np.int32(0)
+    sign = np.int32(bits ^ magnitude)
+    if rounded == 0:  # formats without -0 give +0
+        sign &= zero_sign
+    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+
+
+@njit(**NUMBA_OPTIONS)
 def _below_threshold(shift, low):
     """For `_below_range`: the least magnitude (float32 bits) that lies in the
     fast range of a block whose exponent field shifts by `shift`, where `low` is
@@ -446,8 +512,16 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    a loop of a constant count and a large body, which LLVM vectorises whole,
 #    with no setup, remainder or runtime checks per run (one loop over the
 #    chunk would need a shift per element, spread from the blocks' at about
-#    the cost of the extremes). A ragged last block's elements after its last
-#    full run take `_round_piece`'s fast loop. Each run prefetches the run
+#    the cost of the extremes). In stochastic rounding the runs of the blocks
+#    with magnitudes below the range of `_stochastic_element` (2**-8 spacings:
+#    `wide_blocks`, after pass B) take a second loop, `_wide_stochastic_element`,
+#    with both halves of the random number, whose range reaches 2**-32
+#    spacings (pass B's range for these kernels: `wide_low`): for raw normal
+#    data, about one block in 45 of mxfp4, which pass D would otherwise visit
+#    (about 150 ns a block there on 1e7 values, of which the float64 rounding
+#    of its few elements is a small part: the visit itself costs). A
+#    ragged last block's elements after its last full run take `_round_piece`'s
+#    fast loop (the wide one where its block's runs do). Each run prefetches the run
 #    PREFETCH elements on (the next chunk's, to read and to write): pass A of
 #    the next chunk then finds its data in the caches rather than wait for
 #    memory, and the stores find their lines (25% faster on 1e7 float32);
@@ -493,6 +567,18 @@ def block_extremes(source, blocks, block_size, largest, least):
             big, small = max(big, more_big), min(small, more_small)
         largest[b], least[b] = np.int32(big), np.uint32(small)
     return largest, least
+
+
+@njit(**NUMBA_OPTIONS)
+def wide_blocks(least, shifts, blocks, low, wide):
+    """For each of the first `blocks` blocks, whether it has a nonzero magnitude
+    (`least`: `block_extremes`') whose shifted one (`shifts`: `scale_blocks`')
+    lies below `low`, the stochastic fast range's least, into `wide` (1 or 0):
+    its runs take the wide loop (`_wide_stochastic_element`). One loop without
+    branches."""
+    for b in range(blocks):
+        small = np.int64(np.int32(wrapping_add(least[b], np.uint32(1))))  # 0: no nonzero magnitude
+        wide[b] = np.int8((small != 0) & (small - np.int64(shifts[b]) < low))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -611,6 +697,7 @@ def _fast_kernel(mode):
         largest_result = params[P_MAX_POS_BITS]
         multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))  # kept in registers (bits.hidden_zero)
         constants = stochastic_constants(params, rand_bits)
+        wide = wide_constants(params, rand_bits)
         # where both signs saturate at the same magnitude, every y beyond it rounds to
         # it in every mode: the loop clamps y to it (else such blocks take float64)
         top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
@@ -618,6 +705,10 @@ def _fast_kernel(mode):
         if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
             largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
+            wide_runs = np.zeros(CHUNK // LANES, np.int8)  # per block: its runs take the wide loop
+            # stochastic rounding: the range of pass D from 2**-32 spacings, the wide loop
+            # rounding the blocks with magnitudes below `low` (`_wide_stochastic_element`)
+            chunk_low = wide_low(params, low) if mode == STOCHASTIC else low
             per_block = 0  # log2 of the lanes per block
             while LANES << per_block < block_size:
                 per_block += 1
@@ -637,7 +728,9 @@ def _fast_kernel(mode):
                         largest[whole], least[whole] = big, small
                     block0 = first // block_size
                     worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
-                                         kinds, block_params, element_max, low, top, largest_result, quantum)
+                                         kinds, block_params, element_max, chunk_low, top, largest_result, quantum)
+                    if mode == STOCHASTIC:
+                        wide_blocks(least, block_shifts, blocks, low, wide_runs)
                     index = offset + row * length + first
                     if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                         # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
@@ -658,6 +751,14 @@ def _fast_kernel(mode):
                             _prefetch_run(source_row, target_row, first + run * LANES + PREFETCH)
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
+                            if mode == STOCHASTIC and wide_runs[run >> per_block] != 0:
+                                for a in range(LANES):
+                                    target_run[a] = _wide_stochastic_element(source_run[a], shift_32, clamp,
+                                                                             keyed_high, keyed_low, multipliers,
+                                                                             constants, wide)
+                                    keyed_high = wrapping_add(keyed_high, weyl_step)
+                                    keyed_low = wrapping_add(keyed_low, weyl_step)
+                                continue
                             for a in range(LANES):
                                 if mode == STOCHASTIC:  # inlined here (in numba's IR): 10% faster
                                     target_run[a] = _stochastic_element(source_run[a], shift_32, clamp, keyed_high,
@@ -672,13 +773,20 @@ def _fast_kernel(mode):
                         # rounds those outside the range again, as in the runs), a loop of its own
                         # (`_round_piece` here would be a second copy of it to compile)
                         shift_32 = block_shifts[blocks - 1]
+                        last_wide = mode == STOCHASTIC and wide_runs[blocks - 1] != 0
                         for a in range(size - size % LANES, size):
-                            target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
-                                                            multipliers, params, mode, rand_bits, constants)
+                            if last_wide:
+                                target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, clamp,
+                                                                           keyed_high, keyed_low, multipliers,
+                                                                           constants, wide)
+                            else:
+                                target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high,
+                                                                keyed_low, multipliers, params, mode, rand_bits,
+                                                                constants)
                             keyed_high = wrapping_add(keyed_high, weyl_step)
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
-                        fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, low, top,
+                        fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, chunk_low, top,
                                    element_params, mode, key, index, rand_bits)
             return
         # the least nonzero magnitude of each piece of PIECE elements of a block (a long
