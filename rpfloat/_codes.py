@@ -1,12 +1,16 @@
-"""Values <-> bit patterns of a format, vectorised in NumPy (exact float64 arithmetic).
+"""Values <-> bit patterns of a format: fixed point in NumPy (exact float64
+arithmetic), floating point by the numba loops of ``rpfloat._kernels.cpu.codes``.
 
 Float codes are ``sign | exponent field | significand field``; fixed-point codes are
 the two's complement word of ``k`` where value = ``k * 2**-frac_bits``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
+from ._kernels.cpu import codes as code_kernels
 from .fixedformat import FixedFormat
 
 __all__ = ["code_dtype", "encode_values", "decode_values"]
@@ -31,37 +35,39 @@ def _nan_code(fmt) -> int:
     return 1 << (fmt.bits - 1)  # "negzero": the code of -0
 
 
+@functools.lru_cache(maxsize=256)
+def code_fields(fmt) -> tuple:
+    """The fields of a floating-point `fmt` that the code kernels read
+    (``rpfloat._kernels.cpu.codes``), as plain integers."""
+    kinds = {None: code_kernels.NAN_NONE, "ieee": code_kernels.NAN_IEEE, "max": code_kernels.NAN_MAX,
+             "negzero": code_kernels.NAN_NEGZERO}
+    fields = {
+        code_kernels.F_MAN_BITS: fmt.man_bits,
+        code_kernels.F_BIAS: fmt.bias,
+        code_kernels.F_EXP_BITS: fmt.exp_bits,
+        code_kernels.F_BITS: fmt.bits,
+        code_kernels.F_MIN_NORMAL_BITS: int(np.float64(fmt.min_normal).view(np.int64)),
+        code_kernels.F_NAN_CODE: _nan_code(fmt) if fmt.has_nan else 0,
+        code_kernels.F_NAN_KIND: kinds[fmt.nan],
+        code_kernels.F_SUBNORMALS: int(fmt.subnormals),
+        code_kernels.F_HAS_INF: int(fmt.has_inf),
+    }
+    return tuple(int(fields[index]) for index in range(code_kernels.N_FIELDS))
+
+
 def encode_values(values: np.ndarray, fmt) -> np.ndarray:
     """Codes of float64 `values` that are already values of `fmt` (or NaN/±inf where it has them)."""
-    nan = np.isnan(values)
-    if nan.any() and not fmt.has_nan:
-        raise ValueError(f"cannot encode NaN: {fmt!r} has no NaN code")
     if isinstance(fmt, FixedFormat):
-        words = np.ldexp(np.where(nan, 0.0, values), fmt.frac_bits).astype(np.int64)
+        if np.isnan(values).any():  # (fixed-point formats have no NaN code)
+            raise ValueError(f"cannot encode NaN: {fmt!r} has no NaN code")
+        words = np.ldexp(values, fmt.frac_bits).astype(np.int64)
         mask = np.int64((1 << fmt.bits) - 1) if fmt.bits < 64 else np.int64(-1)
         return (words & mask).astype(code_dtype(fmt.bits))
-    magnitude = np.abs(np.where(nan, 0.0, values))
-    infinite = np.isinf(magnitude)
-    finite_magnitude = np.where(infinite, 0.0, magnitude)
-    fraction, exponent = np.frexp(finite_magnitude)  # magnitude = fraction * 2**exponent
-    normal = finite_magnitude >= fmt.min_normal
-    man_bits = fmt.man_bits
-    exponent_field = np.where(normal, exponent - 1 + fmt.bias, 0).astype(np.uint64)
-    significand_field = np.where(
-        normal,
-        np.ldexp(fraction, man_bits + 1) - 2.0**man_bits,
-        np.ldexp(np.where(normal, 0.0, finite_magnitude), man_bits - fmt.emin),
-    ).astype(np.uint64)
-    codes = (exponent_field << np.uint64(man_bits)) | significand_field
-    codes = np.where(infinite, np.uint64(((1 << fmt.exp_bits) - 1) << man_bits), codes)
-    sign = np.uint64(1 << (fmt.bits - 1))
-    codes = np.where(np.signbit(values) & ~nan, codes | sign, codes)
-    nan_code = _nan_code(fmt)
-    if fmt.nan == "negzero":
-        codes = np.where(nan, np.uint64(nan_code), codes)
-    else:
-        codes = np.where(nan, np.where(np.signbit(values), sign, np.uint64(0)) | np.uint64(nan_code), codes)
-    return codes.astype(code_dtype(fmt.bits))
+    flat = np.ascontiguousarray(values, dtype=np.float64).reshape(-1)
+    codes = np.empty(flat.size, np.uint64)
+    if code_kernels.encode_kernel()(flat, codes, code_fields(fmt)) and not fmt.has_nan:
+        raise ValueError(f"cannot encode NaN: {fmt!r} has no NaN code")
+    return codes.astype(code_dtype(fmt.bits)).reshape(np.shape(values))
 
 
 def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
@@ -74,26 +80,8 @@ def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
         if fmt.signed:
             words = np.where(words >= 1 << (fmt.bits - 1), words - (1 << fmt.bits), words)
         return np.ldexp(words.astype(np.float64), -fmt.frac_bits)
-    man_bits = fmt.man_bits
-    exp_all_ones = (1 << fmt.exp_bits) - 1
-    sign = (codes >> np.uint64(fmt.bits - 1)) & np.uint64(1)
-    field = ((codes >> np.uint64(man_bits)) & np.uint64(exp_all_ones)).astype(np.int64)
-    significand = (codes & np.uint64((1 << man_bits) - 1)).astype(np.int64)
-    normal = field != 0
-    significand = np.where(normal, significand + (1 << man_bits), significand)
-    scale = np.where(normal, field, 1) - fmt.bias - man_bits
-    with np.errstate(over="ignore"):  # the all-ones field of formats that reserve it
-        magnitude = np.ldexp(significand.astype(np.float64), scale.astype(np.int32))
-    if not fmt.subnormals:  # field-0 codes of a format without subnormals are zeros (as in
-        magnitude = np.where(normal, magnitude, 0.0)  # hardware that treats denormals as zero)
-    if fmt.nan == "ieee":
-        top = field == exp_all_ones
-        low = codes & np.uint64((1 << man_bits) - 1)
-        magnitude = np.where(top, np.where((low == 0) & fmt.has_inf, np.inf, np.nan), magnitude)
-    elif fmt.nan == "max":
-        magnitude = np.where((codes & np.uint64((1 << (fmt.bits - 1)) - 1)) == (1 << (fmt.bits - 1)) - 1,
-                             np.nan, magnitude)
-    values = np.where(sign == 1, -magnitude, magnitude)
-    if fmt.nan == "negzero":
-        values = np.where(codes == np.uint64(1 << (fmt.bits - 1)), np.nan, values)
-    return values
+    flat = np.ascontiguousarray(codes).reshape(-1)
+    values = np.empty(flat.size, np.float64)
+    code_kernels.decode_kernel()(flat, values, code_fields(fmt))
+    return values.reshape(codes.shape)
+
