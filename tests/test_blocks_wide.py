@@ -123,3 +123,27 @@ def test_the_band_ends_where_the_fraction_fits_64_bits(fmt):
     assert blocks.wide_low(params, low) == expected
     if fmt in MX:
         assert expected == quantum - (32 << 23) < low == quantum - (8 << 23)
+
+
+@pytest.mark.parametrize("fmt", [rp.format("mxint8"), rp.ScaledFormat(rp.FixedFormat(4, 3), block_size=64)], ids=repr)
+def test_blocks_above_the_range_of_a_twos_complement_element(fmt):
+    """Two's complement elements (mxint8: 127/64 and -2) whose blocks hold
+    magnitudes past the positive max: the wide loop clamps them to the negative
+    max and the positive results to the positive max. Block maxima just under
+    the next power of two (scale 1), of either sign, elements of both signs
+    between the two maxima and beyond them, next to ordinary blocks."""
+    plan = _plan(fmt, 64)
+    top = float(np.int32(plan.fast_params[layout.P_MAX_POS_BITS]).view(np.float32))
+    bottom = float(np.int32(plan.fast_params[layout.P_MAX_NEG_BITS]).view(np.float32))
+    assert top < bottom
+    rng = np.random.default_rng(55)
+    rows, length = 2, 2 * CHUNK + 3 * fmt.block_size
+    x = rng.standard_normal((rows, length))
+    x[0] = rng.uniform(top - (bottom - top), bottom, length) * rng.choice([-1.0, 1.0], length)
+    x[0, ::fmt.block_size] = np.nextafter(np.float32(bottom), np.float32(0))  # the scale stays 1
+    x[1, ::3 * fmt.block_size] = np.float32(0.999 * bottom) * rng.choice([-1.0, 1.0], x[1, ::3 * fmt.block_size].shape)
+    x[1, 1::4 * fmt.block_size] = 1e-9  # and below the narrow range in the same blocks
+    x = x.astype(np.float32)
+    for rand_bits in (64, 32, 5):
+        fast = _assert_same(x, fmt, rand_bits)
+        assert np.any(fast[0] == np.float32(top)) and np.any(fast[0] == np.float32(-bottom))

@@ -374,12 +374,15 @@ def wide_constants(params, rand_bits):
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _wide_stochastic_element(bits, shift_32, clamp, keyed_high, keyed_low, multipliers, constants, wide):
+def _wide_stochastic_element(bits, shift_32, clamp, result_max, keyed_high, keyed_low, multipliers, constants, wide):
     """`_stochastic_element` over a wider range (`wide_low`: down to 2**-32
     spacings, where `stochastic_low`'s starts at 2**-8) with both halves of the
     random number (`wide`: `wide_constants`): for the runs of the blocks with
     magnitudes in between (few), where the other loop would leave them to
-    float64.
+    float64. And above the range: the shifted magnitude clamped to `clamp`,
+    the element's negative max, and the result (as an int32: the positive
+    ones) to `result_max`, its positive max shifted back (the comment on
+    `wide_clamp` in `_fast_kernel`).
 
     The bits dropped ``d`` reach 55 (24 at one spacing less a little), so
     ``T = sig * 2**(64 - d)``, the fraction above the grid point in 64 bits, is
@@ -414,7 +417,7 @@ def _wide_stochastic_element(bits, shift_32, clamp, keyed_high, keyed_low, multi
     sign = np.int32(bits ^ magnitude)
     if rounded == 0:  # formats without -0 give +0
         sign &= zero_sign
-    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+    return min(np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign), result_max)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -570,15 +573,16 @@ def block_extremes(source, blocks, block_size, largest, least):
 
 
 @njit(**NUMBA_OPTIONS)
-def wide_blocks(least, shifts, blocks, low, wide):
+def wide_blocks(largest, least, shifts, blocks, low, top, wide):
     """For each of the first `blocks` blocks, whether it has a nonzero magnitude
-    (`least`: `block_extremes`') whose shifted one (`shifts`: `scale_blocks`')
-    lies below `low`, the stochastic fast range's least, into `wide` (1 or 0):
-    its runs take the wide loop (`_wide_stochastic_element`). One loop without
-    branches."""
+    (`largest`, `least`: `block_extremes`') whose shifted one (`shifts`:
+    `scale_blocks`') lies below `low` or above `top`, the stochastic fast
+    range's ends, into `wide` (1 or 0): its runs take the wide loop
+    (`_wide_stochastic_element`). One loop without branches."""
     for b in range(blocks):
         small = np.int64(np.int32(wrapping_add(least[b], np.uint32(1))))  # 0: no nonzero magnitude
-        wide[b] = np.int8((small != 0) & (small - np.int64(shifts[b]) < low))
+        shift = np.int64(shifts[b])
+        wide[b] = np.int8(((small != 0) & (small - shift < low)) | (np.int64(largest[b]) - shift > top))
 
 
 @njit(**NUMBA_OPTIONS)
@@ -702,6 +706,15 @@ def _fast_kernel(mode):
         # it in every mode: the loop clamps y to it (else such blocks take float64)
         top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
         clamp = np.int32(high)
+        # where the positive max is the lesser (two's complement: mxint8's 127/64 and -2),
+        # the wide loop clamps y to the negative max and the positive results to theirs
+        # (`result_max`: one signed minimum of the result's bits, which leaves the negative
+        # ones alone): every y beyond the max of its sign rounds to it. So in stochastic
+        # rounding the chunks' blocks above the range take the wide loop (the minimum
+        # in the other loop would cost every block more than pass D costs these)
+        wide_clamp = np.int32(params[P_MAX_NEG_BITS] if params[P_MAX_POS_BITS] < params[P_MAX_NEG_BITS] else high)
+        chunk_top = np.int64(INF_32 - 1) if mode == STOCHASTIC and params[P_MAX_POS_BITS] <= params[
+            P_MAX_NEG_BITS] else top
         if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
             largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
@@ -728,9 +741,10 @@ def _fast_kernel(mode):
                         largest[whole], least[whole] = big, small
                     block0 = first // block_size
                     worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
-                                         kinds, block_params, element_max, chunk_low, top, largest_result, quantum)
+                                         kinds, block_params, element_max, chunk_low, chunk_top, largest_result,
+                                         quantum)
                     if mode == STOCHASTIC:
-                        wide_blocks(least, block_shifts, blocks, low, wide_runs)
+                        wide_blocks(largest, least, block_shifts, blocks, low, top, wide_runs)
                     index = offset + row * length + first
                     if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                         # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
@@ -752,10 +766,11 @@ def _fast_kernel(mode):
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
                             if mode == STOCHASTIC and wide_runs[run >> per_block] != 0:
+                                result_max = np.int32(largest_result + shift_32)  # (wraps: not a fast block)
                                 for a in range(LANES):
-                                    target_run[a] = _wide_stochastic_element(source_run[a], shift_32, clamp,
-                                                                             keyed_high, keyed_low, multipliers,
-                                                                             constants, wide)
+                                    target_run[a] = _wide_stochastic_element(source_run[a], shift_32, wide_clamp,
+                                                                             result_max, keyed_high, keyed_low,
+                                                                             multipliers, constants, wide)
                                     keyed_high = wrapping_add(keyed_high, weyl_step)
                                     keyed_low = wrapping_add(keyed_low, weyl_step)
                                 continue
@@ -776,7 +791,8 @@ def _fast_kernel(mode):
                         last_wide = mode == STOCHASTIC and wide_runs[blocks - 1] != 0
                         for a in range(size - size % LANES, size):
                             if last_wide:
-                                target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, clamp,
+                                target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, wide_clamp,
+                                                                           np.int32(largest_result + shift_32),
                                                                            keyed_high, keyed_low, multipliers,
                                                                            constants, wide)
                             else:
@@ -786,7 +802,8 @@ def _fast_kernel(mode):
                             keyed_high = wrapping_add(keyed_high, weyl_step)
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
-                        fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, chunk_low, top,
+                        fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, chunk_low,
+                                   chunk_top,
                                    element_params, mode, key, index, rand_bits)
             return
         # the least nonzero magnitude of each piece of PIECE elements of a block (a long
