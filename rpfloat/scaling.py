@@ -183,10 +183,9 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
     outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
     # significand scales of float32 (or narrower) rows: the grid (nearest) or division (stochastic)
-    # kernel, into float32 or, with a tensor scale, float64 values
+    # kernel, into float32 or float64 values (a tensor scale's products; elements, for encode)
     significand = (plan.grid if plan.mode == Mode.NEAREST else plan.division) is not None
-    significand = (significand and inner == 1 and not write_elements and array.dtype.kind == "f"
-                   and array.dtype.itemsize <= 4)
+    significand = significand and inner == 1 and array.dtype.kind == "f" and array.dtype.itemsize <= 4
     source_dtype = np.dtype(np.float32) if significand else work_dtype
     if array.dtype != source_dtype:
         with np.errstate(invalid="ignore"):  # casting signalling NaNs
@@ -208,11 +207,11 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
     if significand and plan.mode == Mode.NEAREST:
         grid_kernel(work_dtype)(array.reshape(rows).view(np.int32), result.reshape(rows),
-                                scales.reshape(row_scales), float_params, *plan.grid, block_size)
+                                scales.reshape(row_scales), float_params, *plan.grid, block_size, write_elements)
     elif significand:
         division_kernel(work_dtype)(array.reshape(rows), result.reshape(rows), scales.reshape(row_scales),
                                     plan.element_params, float_params, plan.division, block_size, key, offset,
-                                    plan.rand_bits)
+                                    plan.rand_bits, write_elements)
     elif fast is not None:
         fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
              plan.fast_params, plan.element_params, block_params, float_params, int(plan.mode), key, offset,

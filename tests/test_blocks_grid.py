@@ -33,20 +33,22 @@ FORMATS = [
 ]
 
 
-def _both(x, fmt, target_dtype=np.float32):
+def _both(x, fmt, target_dtype=np.float32, write_elements=False):
     """``((grid values, scales), (general values, scales))`` of float32 rows
-    `x`, as `target_dtype` (float64: the general kernel on float64 data)."""
+    `x`, as `target_dtype` (float64: the general kernel on float64 data), or
+    the elements themselves (`write_elements`, float64)."""
     plan = scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32)
     assert plan.grid is not None
     rows, length = x.shape
     block_size = fmt.block_size or length
     blocks = -(-length // block_size)
     tensor_scale = scaling._tensor_scale(x, fmt)
-    block_params = plan.block_params[:6] + (block_size, 0)
+    block_params = plan.block_params[:6] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
     grid_out, grid_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
-    grid_kernel(target_dtype)(x.view(np.int32), grid_out, grid_scales, float_params, *plan.grid, block_size)
+    grid_kernel(target_dtype)(x.view(np.int32), grid_out, grid_scales, float_params, *plan.grid, block_size,
+                              write_elements)
     general_out, general_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
     general_kernel(target_dtype)(x.astype(target_dtype).reshape(rows, length, 1),
                                  general_out.reshape(rows, length, 1), general_scales.reshape(rows, blocks, 1),
@@ -55,8 +57,8 @@ def _both(x, fmt, target_dtype=np.float32):
     return (grid_out, grid_scales), (general_out, general_scales)
 
 
-def _assert_same(x, fmt, target_dtype=np.float32):
-    (grid, grid_scales), (general, general_scales) = _both(x, fmt, target_dtype)
+def _assert_same(x, fmt, target_dtype=np.float32, write_elements=False):
+    (grid, grid_scales), (general, general_scales) = _both(x, fmt, target_dtype, write_elements)
     bits = np.uint32 if target_dtype == np.float32 else np.uint64
     bad = np.flatnonzero(grid.view(bits) != general.view(bits))
     assert bad.size == 0, (f"{fmt!r}: {bad.size} differ, e.g. at {bad[:3]} x={x.ravel()[bad[:3]]!r} "
@@ -91,11 +93,12 @@ def _data(fmt, rows, length, seed):
     return x32
 
 
-@pytest.mark.parametrize("target_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target_dtype, write_elements", [(np.float32, False), (np.float64, False),
+                                                          (np.float64, True)], ids=["values", "float64", "elements"])
 @pytest.mark.parametrize("fmt", FORMATS, ids=repr)
-def test_grid_kernel_matches_the_general_one(fmt, target_dtype):
+def test_grid_kernel_matches_the_general_one(fmt, target_dtype, write_elements):
     for seed, (rows, length) in enumerate(((4, 200), (2, 1000), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
-        _assert_same(_data(fmt, rows, length, seed), fmt, target_dtype)
+        _assert_same(_data(fmt, rows, length, seed), fmt, target_dtype, write_elements)
 
 
 @settings(max_examples=40, deadline=None)
@@ -139,22 +142,23 @@ DIVISION_FORMATS = FORMATS + [
 ]
 
 
-def _divided_both(x, fmt, rand_bits, key, offset, target_dtype=np.float32):
+def _divided_both(x, fmt, rand_bits, key, offset, target_dtype=np.float32, write_elements=False):
     """``((division kernel values, scales), (general values, scales))`` of
     float32 rows `x` in stochastic rounding, as `target_dtype` (float64: the
-    general kernel on float64 data)."""
+    general kernel on float64 data), or the elements themselves
+    (`write_elements`, float64)."""
     plan = scaling.scaled_plan(fmt, "stochastic", None, rand_bits, np.float32)
     assert plan.division is not None
     rows, length = x.shape
     block_size = fmt.block_size or length
     blocks = -(-length // block_size)
     tensor_scale = scaling._tensor_scale(x, fmt)
-    block_params = plan.block_params[:6] + (block_size, 0)
+    block_params = plan.block_params[:6] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
     fast_out, fast_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
     division_kernel(target_dtype)(x, fast_out, fast_scales, plan.element_params, float_params, plan.division,
-                                  block_size, np.uint64(key), offset, plan.rand_bits)
+                                  block_size, np.uint64(key), offset, plan.rand_bits, write_elements)
     general_out, general_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
     general_kernel(target_dtype)(x.astype(target_dtype).reshape(rows, length, 1),
                                  general_out.reshape(rows, length, 1), general_scales.reshape(rows, blocks, 1),
@@ -181,8 +185,10 @@ def _stochastic_data(fmt, rows, length, seed):
     return x32
 
 
-def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0, target_dtype=np.float32):
-    (fast, fast_scales), (general, general_scales) = _divided_both(x, fmt, rand_bits, key, offset, target_dtype)
+def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0, target_dtype=np.float32,
+                         write_elements=False):
+    (fast, fast_scales), (general, general_scales) = _divided_both(x, fmt, rand_bits, key, offset, target_dtype,
+                                                                   write_elements)
     bits = np.uint32 if target_dtype == np.float32 else np.uint64
     bad = np.flatnonzero(fast.view(bits) != general.view(bits))
     assert bad.size == 0, (f"{fmt!r} rand_bits={rand_bits} offset={offset}: {bad.size} differ, e.g. at {bad[:3]} "
@@ -191,12 +197,13 @@ def _assert_divided_same(x, fmt, rand_bits=None, key=12345, offset=0, target_dty
     np.testing.assert_array_equal(fast_scales.view(np.uint64), general_scales.view(np.uint64))
 
 
-@pytest.mark.parametrize("target_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("target_dtype, write_elements", [(np.float32, False), (np.float64, False),
+                                                          (np.float64, True)], ids=["values", "float64", "elements"])
 @pytest.mark.parametrize("fmt", DIVISION_FORMATS, ids=repr)
-def test_division_kernel_matches_the_general_one(fmt, target_dtype):
+def test_division_kernel_matches_the_general_one(fmt, target_dtype, write_elements):
     for seed, (rows, length) in enumerate(((4, 200), (3, 17), (1, 3), (2, 2 * CHUNK + 37))):
         _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, key=seed + 1,
-                             target_dtype=target_dtype)
+                             target_dtype=target_dtype, write_elements=write_elements)
 
 
 @pytest.mark.parametrize("rand_bits", [1, 3, 8, 23, 24, 32, 33, 52, 53, 64])
@@ -258,3 +265,24 @@ def test_largest_finite():
     assert largest_finite(x.view(np.int32)) == np.float32(7.5)
     assert largest_finite(np.array([np.nan, -np.inf, -0.0], np.float32).view(np.int32)) == 0
     assert largest_finite(np.zeros(0, np.int32)) == 0
+
+
+@pytest.mark.parametrize("tensor_scale", [False, True])
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_rp_encode_takes_the_fast_kernels(mode, tensor_scale, monkeypatch):
+    """rp.encode of float32 data onto NVFP4 (with and without the tensor
+    scale): the codes of float64 data of the same values (the general
+    kernel), without calling the general kernel."""
+    fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=tensor_scale)
+    x = _stochastic_data(fmt, 3, 300, 5)
+    x[0, :16] = np.nan  # a NaN block: scale code NaN, element codes 0
+    want = rp.encode(x.astype(np.float64), fmt, mode, rng=4)
+
+    def general_kernel_not_expected(dtype):
+        raise AssertionError("the general kernel was called")
+
+    monkeypatch.setattr(scaling, "general_kernel", general_kernel_not_expected)
+    got = rp.encode(x, fmt, mode, rng=4)
+    np.testing.assert_array_equal(got.elements, want.elements)
+    np.testing.assert_array_equal(got.scales, want.scales)
+    assert got.tensor_scale == want.tensor_scale

@@ -146,9 +146,10 @@ def _float32_below(value):
 
 
 @njit(**NUMBA_OPTIONS)
-def _nan_blocks(target_chunk, blocks, block_size, maxima):
-    """Pass D: the elements of the blocks holding NaN or inf NaN (none, as a
-    rule: one vectorised look first)."""
+def _nan_blocks(target_chunk, blocks, block_size, maxima, write_elements):
+    """Pass D: the elements of the blocks holding NaN or inf NaN, or 0 where
+    they are `write_elements` (their scale code says NaN); none, as a rule:
+    one vectorised look first."""
     worst = np.int32(0)
     for block in range(blocks):
         worst = max(worst, maxima[block])
@@ -157,12 +158,12 @@ def _nan_blocks(target_chunk, blocks, block_size, maxima):
     for block in range(blocks):
         if maxima[block] >= INF_32:
             for a in range(block * block_size, min(block * block_size + block_size, target_chunk.size)):
-                target_chunk[a] = np.nan
+                target_chunk[a] = 0.0 if write_elements else np.nan
 
 
 @njit(**NUMBA_OPTIONS)
 def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoints, tie_up, magnitudes,
-                      block_size):
+                      block_size, write_elements):
     """Float32 rows `source` (int32 bits; blocks of `block_size` along them)
     rounded to nearest onto an element grid of at most GRID magnitudes
     (`magnitudes`, the first 0, with `midpoints` between them and whether a tie
@@ -171,7 +172,8 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
     `scales` (NaN for a block holding NaN or inf):
     the module's docstring. `scale_fields`: the scale format's fraction bits,
     least normal exponent and whether the element keeps the sign of a zero
-    result."""
+    result. Where `write_elements` (rp.encode), the elements themselves (the
+    grid values, 0 in a NaN block), not times the scale."""
     rows, length = source.shape
     signed_zero = scale_fields[2] != 0
     chunk_blocks = min(max(CHUNK // block_size, 1), TABLE_BLOCKS)
@@ -190,22 +192,23 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
             chunk_scales = scales_row[block0:block0 + blocks]
             _block_maxima(source_chunk, blocks, block_size, maxima)
             _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
-            _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results)
+            _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements)
             runs = size // RUN if block_size == RUN else 0  # whole blocks of RUN
             _grid_runs(source_row, target_row, first, runs, thresholds, results, signed_zero)
             for block in range(runs, blocks):
                 for a in range(block * block_size, min(block * block_size + block_size, size)):
                     target_chunk[a] = _grid_entry(source_chunk[a], thresholds, results, block, signed_zero)
-            _nan_blocks(target_chunk, blocks, block_size, maxima)
+            _nan_blocks(target_chunk, blocks, block_size, maxima, write_elements)
 
 
 @njit(**NUMBA_OPTIONS)
-def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, results):
+def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements):
     """Pass B's tables of `round_grid_blocks`: for each of the `blocks` blocks
     with `scales`, its 7 thresholds (|v| beyond one: beyond its midpoint, or
     on it where its tie rounds up) as float32 bits and its 8 results (the grid
-    values times the scale, exact in float64) rounded to the type of
-    `results`; a loop over the blocks per entry (vectorised)."""
+    values times the scale, exact in float64, or the grid values themselves
+    where `write_elements`) rounded to the type of `results`; a loop over the
+    blocks per entry (vectorised)."""
     for k in range(GRID - 1):
         midpoint, up = midpoints[k], tie_up[k]
         for block in range(blocks):
@@ -215,7 +218,7 @@ def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, resu
     for k in range(GRID):
         magnitude = magnitudes[k]
         for block in range(blocks):
-            results[k * TABLE_STRIDE + block] = magnitude * scales[block]
+            results[k * TABLE_STRIDE + block] = magnitude * (1.0 if write_elements else scales[block])
 
 
 @njit(**NUMBA_OPTIONS)
@@ -270,13 +273,14 @@ def _grid_signature(target_type):
                       types.Array(types.float64, 2, "C"), FLOAT_PARAMS_TYPE, types.UniTuple(types.int64, 3),
                       types.Array(types.float64, 1, "C", readonly=True),
                       types.Array(types.bool_, 1, "C", readonly=True),
-                      types.Array(types.float64, 1, "C", readonly=True), types.int64)
+                      types.Array(types.float64, 1, "C", readonly=True), types.int64, types.boolean)
 
 
 def _division_signature(target_type):
     return types.void(types.Array(types.float32, 2, "C", readonly=True), types.Array(target_type, 2, "C"),
                       types.Array(types.float64, 2, "C"), PARAMS_TYPE, FLOAT_PARAMS_TYPE,
-                      types.UniTuple(types.int64, 3), types.int64, types.uint64, types.int64, types.int64)
+                      types.UniTuple(types.int64, 3), types.int64, types.uint64, types.int64, types.int64,
+                      types.boolean)
 
 
 # by target dtype: float32 (a format's own values), float64 (with a tensor scale)
@@ -296,29 +300,32 @@ def grid_kernel(target_dtype):
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _divided_element(value, scale, element_params, random, rand_bits):
+def _divided_element(value, scale, factor, element_params, random, rand_bits):
     """The general kernel's stochastic rounding of float32 `value` in a block
     with `scale`: ``core.scale.round_element`` of the float64 quotient (a
     quotient below float64's normals from a nonzero value taken as
-    ``copysign(2**-1022, value)``), times the scale (exact)."""
+    ``copysign(2**-1022, value)``), times `factor` (the scale, exactly, or 1
+    for the element itself)."""
     value64 = np.float64(value)
     quotient = value64 / scale
     tiny = abs(quotient) < SMALLEST_NORMAL_64 and value64 != 0.0
     quotient = (-SMALLEST_NORMAL_64 if value64 < 0.0 else SMALLEST_NORMAL_64) if tiny else quotient
     rounded = bits_to_float64(round_bits(float64_to_bits(quotient), element_params, STOCHASTIC, random, rand_bits,
                                          False))
-    return rounded * scale  # (rounded once more where the target is float32)
+    return rounded * factor  # (rounded once more where the target is float32)
 
 
 @njit(**NUMBA_OPTIONS)
 def round_division_blocks(source, target, scales, element_params, float_params, scale_fields, block_size, key,
-                          offset, rand_bits):
+                          offset, rand_bits, write_elements):
     """Float32 rows `source` (blocks of `block_size` along them) rounded
     stochastically onto the element format (`element_params`: float64
     carrier, saturating) with significand scales into `target` (float32 or
     float64) and the scales into `scales`: the general kernel's arithmetic
     (the module's docstring).
-    Element ``(row, a)`` draws random number ``offset + row * length + a``."""
+    Element ``(row, a)`` draws random number ``offset + row * length + a``.
+    Where `write_elements` (rp.encode), the elements themselves (0 in a NaN
+    block)."""
     rows, length = source.shape
     chunk_blocks = max(CHUNK // block_size, 1)
     maxima = np.empty(chunk_blocks, np.int32)
@@ -339,13 +346,15 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
                 # random counters crossing a 2**32 segment (once in 2**32 elements): drawn one by one
                 for a in range(size):
                     scale = chunk_scales[a // block_size]
-                    target_chunk[a] = _divided_element(source_chunk[a], scale, element_params,
+                    target_chunk[a] = _divided_element(source_chunk[a], scale, 1.0 if write_elements else scale,
+                                                       element_params,
                                                        random_bits(key, index + a), rand_bits)
             else:
                 keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
                 keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
                 for block in range(blocks):
                     scale = chunk_scales[block]
+                    factor = 1.0 if write_elements else scale
                     block_first = block * block_size
                     stop = min(block_first + block_size, size)
                     runs_stop = block_first + (stop - block_first) // RUN * RUN
@@ -353,17 +362,17 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
                         source_run = source_chunk[run_first:run_first + RUN]
                         target_run = target_chunk[run_first:run_first + RUN]
                         for a in range(RUN):
-                            target_run[a] = _divided_element(source_run[a], scale, element_params,
+                            target_run[a] = _divided_element(source_run[a], scale, factor, element_params,
                                                              keyed_bits(keyed_high, keyed_low, multipliers),
                                                              rand_bits)
                             keyed_high = wrapping_add(keyed_high, weyl_step)
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     for a in range(runs_stop, stop):
-                        target_chunk[a] = _divided_element(source_chunk[a], scale, element_params,
+                        target_chunk[a] = _divided_element(source_chunk[a], scale, factor, element_params,
                                                            keyed_bits(keyed_high, keyed_low, multipliers), rand_bits)
                         keyed_high = wrapping_add(keyed_high, weyl_step)
                         keyed_low = wrapping_add(keyed_low, weyl_step)
-            _nan_blocks(target_chunk, blocks, block_size, maxima)
+            _nan_blocks(target_chunk, blocks, block_size, maxima, write_elements)
 
 
 def division_kernel(target_dtype):
