@@ -207,3 +207,40 @@ def test_bad_formats_and_inputs_raise():
         rp.flip_bits([1.0 + 1.0j], "e4m3", 0.5)
     with pytest.raises(TypeError, match="x must"):
         rp.flip_bits(["a"], "e4m3", 0.5)
+
+
+@pytest.mark.parametrize("bits, offset", [(8, 0), (8, 2**32 // 8 - 150), (16, 2**32 // 16 - 5000),
+                                          (64, 2**32 // 64 - 7), (5, 3 * 2**32 // 5 + 11), (1, 2**32 - 70)])
+def test_kernel_follows_the_stream_across_segments(bits, offset):
+    """The flip kernel on codes whose stream numbers start anywhere: chunks
+    inside a 2**32 segment (stepped Weyl words), and those that cross one
+    (drawn one by one), against ``random_bits`` bit by bit."""
+    from rpfloat._kernels.cpu.faults import CHUNK, flip_field_bits
+
+    rng = np.random.default_rng(bits)
+    size = CHUNK + 300
+    codes = rng.integers(0, 2**min(bits, 63), size, dtype=np.uint64)
+    mask = (2**bits - 1) & 0xF0F0F0F0F0F0F0F5  # some bits of the field only
+    threshold, key = round(0.3 * 2**64), 1234567
+    expected = codes.copy()
+    checked = np.r_[0:200, CHUNK - 150:size]  # both sides of the chunk edge (the segment edge lies near it)
+    for i in checked:
+        for b in range(bits):
+            if mask >> b & 1 and int(random_bits(np.uint64(key), (offset + int(i)) * bits + b)) < threshold:
+                expected[i] ^= np.uint64(1 << b)
+    flip_field_bits(codes, np.uint64(mask), np.uint64(threshold), np.uint64(key), offset, bits)
+    np.testing.assert_array_equal(codes[checked], expected[checked])
+
+
+@pytest.mark.parametrize("offset", [0, 2**32 // 8 - 2])  # stepped words; drawn one by one (a segment crossed)
+def test_kernel_compares_all_64_bits(offset):
+    """A threshold whose high 32 bits equal a bit's random number's: the low
+    halves decide (below it by one: flips; equal: does not)."""
+    from rpfloat._kernels.cpu.faults import flip_field_bits
+
+    key, bits = 99, 8
+    number = int(random_bits(np.uint64(key), offset * bits + 3))  # bit 3 of the first code
+    for threshold, flipped in ((number + 1, True), (number, False)):
+        codes = np.zeros(40, np.uint64)
+        flip_field_bits(codes, np.uint64(1 << 3), np.uint64(threshold), np.uint64(key), offset, bits)
+        assert bool(codes[0] >> np.uint64(3) & np.uint64(1)) == flipped
