@@ -33,19 +33,25 @@ FORMATS = [
 ]
 
 
+def _layout(x, fmt, plan, write_elements):
+    """``(rows, length, block_size, blocks, block_params, float_params)`` of the
+    float32 rows `x` for the kernels (as ``scaling.run_blocks`` makes them)."""
+    rows, length = x.shape
+    block_size = fmt.block_size or length
+    tensor_scale = scaling._tensor_scale(x, fmt)
+    block_params = plan.block_params[:6] + (block_size, int(write_elements))
+    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
+                    *plan.float_params[2:])
+    return rows, length, block_size, -(-length // block_size), block_params, float_params
+
+
 def _both(x, fmt, target_dtype=np.float32, write_elements=False):
     """``((grid values, scales), (general values, scales))`` of float32 rows
     `x`, as `target_dtype` (float64: the general kernel on float64 data), or
     the elements themselves (`write_elements`, float64)."""
     plan = scaling.scaled_plan(fmt, rp.Mode(0), None, None, np.float32)
     assert plan.grid is not None
-    rows, length = x.shape
-    block_size = fmt.block_size or length
-    blocks = -(-length // block_size)
-    tensor_scale = scaling._tensor_scale(x, fmt)
-    block_params = plan.block_params[:6] + (block_size, int(write_elements))
-    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
-                    *plan.float_params[2:])
+    rows, length, block_size, blocks, block_params, float_params = _layout(x, fmt, plan, write_elements)
     grid_out, grid_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
     grid_kernel(target_dtype)(x.view(np.int32), grid_out, grid_scales, float_params, *plan.grid, block_size,
                               write_elements)
@@ -149,13 +155,7 @@ def _divided_both(x, fmt, rand_bits, key, offset, target_dtype=np.float32, write
     (`write_elements`, float64)."""
     plan = scaling.scaled_plan(fmt, "stochastic", None, rand_bits, np.float32)
     assert plan.division is not None
-    rows, length = x.shape
-    block_size = fmt.block_size or length
-    blocks = -(-length // block_size)
-    tensor_scale = scaling._tensor_scale(x, fmt)
-    block_params = plan.block_params[:6] + (block_size, int(write_elements))
-    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
-                    *plan.float_params[2:])
+    rows, length, block_size, blocks, block_params, float_params = _layout(x, fmt, plan, write_elements)
     fast_out, fast_scales = np.empty(x.shape, target_dtype), np.empty((rows, blocks))
     division_kernel(target_dtype)(x, fast_out, fast_scales, plan.element_params, float_params, plan.division,
                                   block_size, np.uint64(key), offset, plan.rand_bits, write_elements)

@@ -137,6 +137,20 @@ def _block_scales(maxima, blocks, scales, float_params, scale_fields):
 
 
 @njit(**NUMBA_OPTIONS)
+def _chunk_scales(source_chunk, scales_row, first, block_size, maxima, float_params, scale_fields):
+    """Passes A and B's scales for the chunk `source_chunk` (float32 bits) of
+    whole blocks that starts at element `first` of its row: each block's
+    largest magnitude into `maxima` and its scale into `scales_row`. Returns
+    the chunk's block count and its scales (a view of `scales_row`)."""
+    blocks = -(-source_chunk.size // block_size)
+    block0 = first // block_size
+    chunk_scales = scales_row[block0:block0 + blocks]
+    _block_maxima(source_chunk, blocks, block_size, maxima)
+    _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
+    return blocks, chunk_scales
+
+
+@njit(**NUMBA_OPTIONS)
 def _float32_below(value):
     """The bits of the greatest float32 at most the float64 `value` (>= 0 or
     +inf): ``|v| > value`` exactly where ``|v| > that float32``, for float32 v."""
@@ -187,11 +201,8 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
         for first in range(0, length, chunk_blocks * block_size):
             size = min(chunk_blocks * block_size, length - first)
             source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
-            blocks = -(-size // block_size)
-            block0 = first // block_size
-            chunk_scales = scales_row[block0:block0 + blocks]
-            _block_maxima(source_chunk, blocks, block_size, maxima)
-            _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
+            blocks, chunk_scales = _chunk_scales(source_chunk, scales_row, first, block_size, maxima, float_params,
+                                                 scale_fields)
             _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements)
             runs = size // RUN if block_size == RUN else 0  # whole blocks of RUN
             _grid_runs(source_row, target_row, first, runs, thresholds, results, signed_zero)
@@ -290,13 +301,16 @@ DIVISION_SIGNATURES = {np.dtype(np.float32): _division_signature(types.float32),
                        np.dtype(np.float64): _division_signature(types.float64)}
 
 
+def _entry_point(kernel, signature):
+    """The compiled entry point of `kernel` for `signature` (compiled, or
+    loaded from numba's cache, on first use)."""
+    kernel.compile(signature)
+    return kernel.overloads[signature.args].entry_point
+
+
 def grid_kernel(target_dtype):
-    """The compiled entry point of `round_grid_blocks` for a `target_dtype`
-    (float32 or float64) result (compiled, or loaded from numba's cache, on
-    first use)."""
-    signature = GRID_SIGNATURES[np.dtype(target_dtype)]
-    round_grid_blocks.compile(signature)
-    return round_grid_blocks.overloads[signature.args].entry_point
+    """`round_grid_blocks` for a `target_dtype` (float32 or float64) result."""
+    return _entry_point(round_grid_blocks, GRID_SIGNATURES[np.dtype(target_dtype)])
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -336,11 +350,8 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
         for first in range(0, length, chunk_blocks * block_size):
             size = min(chunk_blocks * block_size, length - first)
             source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
-            blocks = -(-size // block_size)
-            block0 = first // block_size
-            chunk_scales = scales_row[block0:block0 + blocks]
-            _block_maxima(source_bits[row, first:first + size], blocks, block_size, maxima)
-            _block_scales(maxima, blocks, chunk_scales, float_params, scale_fields)
+            blocks, chunk_scales = _chunk_scales(source_bits[row, first:first + size], scales_row, first, block_size,
+                                                 maxima, float_params, scale_fields)
             index = offset + row * length + first
             if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                 # random counters crossing a 2**32 segment (once in 2**32 elements): drawn one by one
@@ -376,9 +387,5 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
 
 
 def division_kernel(target_dtype):
-    """The compiled entry point of `round_division_blocks` for a `target_dtype`
-    (float32 or float64) result (compiled, or loaded from numba's cache, on
-    first use)."""
-    signature = DIVISION_SIGNATURES[np.dtype(target_dtype)]
-    round_division_blocks.compile(signature)
-    return round_division_blocks.overloads[signature.args].entry_point
+    """`round_division_blocks` for a `target_dtype` (float32 or float64) result."""
+    return _entry_point(round_division_blocks, DIVISION_SIGNATURES[np.dtype(target_dtype)])
