@@ -234,7 +234,9 @@ def test_scale_blocks_take_power_of_two_exponent(rounding):
         scales, shifts = np.empty(count), np.empty(count, np.int32)
         kinds = np.empty(count + 8, np.int8)
         least = np.full(count, 2**32 - 1, np.uint32)
-        blocks.scale_blocks(maxima, least, count, scales, shifts, kinds, block_params, element_max, 0, 2**31 - 1, 0, 0)
+        wide = np.empty(count, np.int8)
+        blocks.scale_blocks(maxima, least, count, scales, shifts, kinds, block_params, element_max, 0, 2**31 - 1, 0, 0,
+                            0, 2**31 - 1, wide)
         for big, scale, shift in zip(maxima, scales, shifts):
             if big >= 0x7F800000:
                 assert np.isnan(scale)

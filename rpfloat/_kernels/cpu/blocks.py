@@ -517,7 +517,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    chunk would need a shift per element, spread from the blocks' at about
 #    the cost of the extremes). In stochastic rounding the runs of the blocks
 #    with magnitudes below the range of `_stochastic_element` (2**-8 spacings:
-#    `wide_blocks`, after pass B) take a second loop, `_wide_stochastic_element`,
+#    `scale_blocks`' flags) take a second loop, `_wide_stochastic_element`,
 #    with both halves of the random number, whose range reaches 2**-32
 #    spacings (pass B's range for these kernels: `wide_low`): for raw normal
 #    data, about one block in 45 of mxfp4, which pass D would otherwise visit
@@ -573,21 +573,8 @@ def block_extremes(source, blocks, block_size, largest, least):
 
 
 @njit(**NUMBA_OPTIONS)
-def wide_blocks(largest, least, shifts, blocks, low, top, wide):
-    """For each of the first `blocks` blocks, whether it has a nonzero magnitude
-    (`largest`, `least`: `block_extremes`') whose shifted one (`shifts`:
-    `scale_blocks`') lies below `low` or above `top`, the stochastic fast
-    range's ends, into `wide` (1 or 0): its runs take the wide loop
-    (`_wide_stochastic_element`). One loop without branches."""
-    for b in range(blocks):
-        small = np.int64(np.int32(wrapping_add(least[b], np.uint32(1))))  # 0: no nonzero magnitude
-        shift = np.int64(shifts[b])
-        wide[b] = np.int8(((small != 0) & (small - shift < low)) | (np.int64(largest[b]) - shift > top))
-
-
-@njit(**NUMBA_OPTIONS)
 def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, element_max, low, top, largest_result,
-                 quantum):
+                 quantum, narrow_low, narrow_top, wide):
     """Pass B: for each of the first `blocks` blocks, from its `largest` and
     `least` (`block_extremes`), its scale into `scales` (NaN for a NaN block),
     the shift of its exponent field (``s << 23``) into `shifts` and its kind into
@@ -597,6 +584,10 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
     `quantum`) stay normal float32s after the shift back; its magnitudes lie in
     the range where its largest shifted one is at most `top` and its least
     nonzero one is a normal float32 whose shifted magnitude is at least `low`.
+    And into `wide` (1 or 0) whether the block has a nonzero magnitude whose
+    shifted one lies below `narrow_low` or above `narrow_top`, the ends of the
+    range of `_stochastic_element` (in stochastic rounding `low` and `top` are
+    those of `_wide_stochastic_element`): its runs take the wide loop.
     Returns the greatest kind (FAST_BLOCK: every block is fast). One loop
     without branches, which LLVM vectorises: the exponent is
     `power_of_two_exponent`'s, from the float64 of the float32 max (always a
@@ -635,6 +626,7 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
             np.int64(SOME_ELEMENTS) if results_fast else np.int64(FLOAT64_BLOCK)))
         kinds[b] = kind
         worst = max(worst, kind)
+        wide[b] = np.int8(((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top))
     return worst
 
 
@@ -742,9 +734,7 @@ def _fast_kernel(mode):
                     block0 = first // block_size
                     worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
                                          kinds, block_params, element_max, chunk_low, chunk_top, largest_result,
-                                         quantum)
-                    if mode == STOCHASTIC:
-                        wide_blocks(largest, least, block_shifts, blocks, low, top, wide_runs)
+                                         quantum, low, top, wide_runs)
                     index = offset + row * length + first
                     if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                         # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
