@@ -19,6 +19,8 @@ WIDE = [
     rp.FloatFormat(8, 23, nan=None, inf=False),
     rp.FloatFormat(6, 40),
     rp.FloatFormat(9, 6, nan="ieee", inf=False),  # the top field: NaN codes only
+    rp.FloatFormat(11, 10, bias=1024),  # normals below 2**-1022: float64 subnormals
+    rp.FloatFormat(5, 2, bias=1040),  # every value a float64 subnormal
 ]
 
 

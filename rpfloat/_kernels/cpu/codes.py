@@ -6,7 +6,9 @@ splits as its sign, its magnitude bits ``m`` (biased exponent ``b = m >> 52``,
 significand ``s`` with its hidden bit, ``|v| = s * 2**(max(b, 1) - 1075)``),
 and its code is::
 
-    normal (|v| >= min_normal):  (b - 1023 + bias) << man_bits  |  top man_bits of m's fraction
+    normal (|v| >= min_normal):  (e + bias) << man_bits  |  top man_bits of m's fraction
+                                 (e = b - 1023; a float64 subnormal, in formats whose least
+                                 normal is one, shifted up to a hidden bit first)
     below min_normal:            s >> (52 + emin - man_bits - (max(b, 1) - 1023))
                                  (the multiple of 2**(emin - man_bits) that |v| is)
     +-inf:                       all-ones exponent field, zero significand
@@ -20,7 +22,7 @@ its power of two in two factors so that every step stays a normal float64
 import numpy as np
 from numba import njit, types
 
-from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
+from ..core.bits import NUMBA_OPTIONS, bits_to_float64, count_leading_zeros, float64_to_bits
 
 # the fields of a format the loops read (rpfloat._codes.code_fields builds them), in this order
 F_MAN_BITS, F_BIAS, F_EXP_BITS, F_BITS, F_MIN_NORMAL_BITS, F_NAN_CODE, F_NAN_KIND, F_SUBNORMALS, F_HAS_INF = range(9)
@@ -57,7 +59,12 @@ def encode_floats(values, codes, fields):
         value_bits = float64_to_bits(values[i])
         magnitude = value_bits & MAGNITUDE_64
         biased = magnitude >> 52
-        normal = (biased - 1023 + bias) << man_bits | ((magnitude >> fraction_shift) & fraction_mask)
+        # a format normal that is a float64 subnormal (formats whose least normal is below
+        # 2**-1022): its significand shifted up to a hidden bit, and its true exponent
+        lift = max(count_leading_zeros(magnitude) - 11, np.int64(0)) if biased == 0 else np.int64(0)
+        lifted = magnitude << lift
+        exponent = (biased - 1023) if biased != 0 else (-1022 - lift)
+        normal = (exponent + bias) << man_bits | ((lifted >> fraction_shift) & fraction_mask)
         significand = (magnitude & FRACTION_64) | (HIDDEN_64 if biased != 0 else np.int64(0))
         shift = 52 + emin - man_bits - (max(biased, np.int64(1)) - 1023)
         below = significand >> min(max(shift, np.int64(0)), np.int64(63)) if shift < 64 else np.int64(0)
