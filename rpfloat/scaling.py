@@ -1,6 +1,7 @@
 """``round``, ``encode`` and ``decode`` for scaled formats (:class:`ScaledFormat`):
 validate, make a plan, lay the data out as ``(outer, axis, inner)`` and hand
-them to the block kernel (``rpfloat._kernels.cpu.blocks``)."""
+them to a block kernel (``rpfloat._kernels.cpu.blocks``: power-of-two scales and
+the general one; ``rpfloat._kernels.cpu.grid_blocks``: significand scales)."""
 from __future__ import annotations
 
 import functools
@@ -101,12 +102,17 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
 def _scale_fields(fmt: ScaledFormat):
     """``(fraction bits, least normal exponent, whether the element keeps the
     sign of a zero result)`` of a significand scale format that the kernels of
-    ``grid_blocks`` serve (a float format with subnormals and at most 10
-    fraction bits), else None."""
+    ``grid_blocks`` serve, else None: a float format with subnormals (their
+    scale rounding works in the binade, at least the least normal's), 1 to 10
+    fraction bits (without any, a tie breaks by the exponent's parity, not by
+    adding 2**52; more would break the grid kernel's exactness argument) and a
+    smallest subnormal of at least 2**-1022 (its powers of two are normal
+    float64s)."""
     from .floatformat import FloatFormat
     from .rounding import round as rp_round  # (rounding imports this module)
     scale_format = fmt.scale_format
-    if not isinstance(scale_format, FloatFormat) or not scale_format.subnormals or scale_format.man_bits > 10:
+    if (not isinstance(scale_format, FloatFormat) or not scale_format.subnormals
+            or not 1 <= scale_format.man_bits <= 10 or scale_format.smallest_subnormal < 2.0**-1022):
         return None
     signed_zero = bool(np.signbit(rp_round(np.float64(-0.0), fmt.element, "nearest")))
     return scale_format.man_bits, int(np.frexp(scale_format.min_normal)[1]) - 1, int(signed_zero)
@@ -115,20 +121,21 @@ def _scale_fields(fmt: ScaledFormat):
 def _grid(fmt: ScaledFormat):
     """``(scale fields, midpoints, tie_up, magnitudes)`` for
     ``grid_blocks.round_grid_blocks`` (the module docstring), or None where it does not
-    serve `fmt`: an element of at most GRID magnitudes, as many of each sign,
-    of at most 3 fraction bits, and a float scale format with subnormals of
-    at most 10 (so that the comparisons decide as the float64 quotients)."""
+    serve `fmt`: an element of at most GRID magnitudes, the same of each sign
+    (0 among them), of at most 3 fraction bits and 8 bits, and a scale
+    format `_scale_fields` serves (so that the comparisons decide as the
+    float64 quotients)."""
     from .rounding import round as rp_round  # (rounding imports this module)
     element, fields = fmt.element, _scale_fields(fmt)
     if fields is None:
         return None
-    if getattr(element, "man_bits", 99) > 3 or getattr(element, "frac_bits", 0) > 3 or element.bits > 8:
+    if getattr(element, "man_bits", 99) > 3 or element.bits > 8:  # (fixed point: no man_bits)
         return None
     values = _codes.decode_values(np.arange(2**element.bits), element)
     values = values[np.isfinite(values)]
     magnitudes = np.unique(np.abs(values))
     if (magnitudes.size > GRID or magnitudes[0] != 0
-            or np.unique(values[values < 0]).size != magnitudes.size - 1):
+            or not np.array_equal(np.unique(-values[values < 0]), magnitudes[1:])):
         return None
     midpoints = (magnitudes[:-1] + magnitudes[1:]) / 2
     tie_up = rp_round(midpoints, element, "nearest") == magnitudes[1:]
@@ -220,11 +227,19 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
                                    plan.element_params, plan.scale_params, block_params, float_params,
                                    int(plan.mode), key, offset, plan.rand_bits)
-    if axis is None:
-        scales = scales.reshape(())
+    if axis is None:  # one scale: an empty array's is an all-zero block's
+        scales = scales.reshape(()) if blocks else np.array(_zero_block_scale(block_params, float_params))
     else:
         scales = scales.reshape(array.shape[:axis] + (blocks,) + array.shape[axis + 1:])
     return result, scales, tensor_scale
+
+
+def _zero_block_scale(block_params, float_params) -> float:
+    """The scale of a block of zeros: the least power of two, or the scale
+    format's least value times the tensor scale."""
+    if block_params[block_layout.B_KIND] == block_layout.POWER_OF_TWO:
+        return 2.0 ** block_params[block_layout.B_S_MIN]
+    return float_params[block_layout.F_SCALE_MIN] * float_params[block_layout.F_TENSOR_SCALE]
 
 
 def round_scaled(array, plan: ScaledPlan, rng, offset, out):

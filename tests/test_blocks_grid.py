@@ -30,6 +30,7 @@ FORMATS = [
     rp.ScaledFormat(rp.FloatFormat(2, 1, subnormals=False), block_size=5, scale_format="e4m3"),
     rp.ScaledFormat(rp.FloatFormat(1, 2, nan=None, inf=False), block_size=16, scale_format="e4m3"),
     rp.ScaledFormat(rp.FloatFormat(2, 1, nan="negzero", inf=False), block_size=16, scale_format="e4m3"),  # no -0
+    rp.ScaledFormat("e2m1", scale_format="e4m3"),  # one scale per row
 ]
 
 
@@ -125,13 +126,18 @@ def test_all_zero_tiny_and_huge_blocks():
     _assert_same(x, fmt)
 
 
-def test_rp_round_takes_the_grid_kernel():
-    """float32 rows through rp.round: the grid kernel's bits, which float64 data
-    of the same values (the general kernel) get too where the products fit
-    float32 (no tensor scale)."""
+def _general_kernel_not_expected(dtype):
+    raise AssertionError("the general kernel was called")
+
+
+def test_rp_round_takes_the_grid_kernel(monkeypatch):
+    """float32 rows through rp.round: the grid kernel's bits (the general
+    kernel is not called), which float64 data of the same values (the general
+    kernel) get too where the products fit float32 (no tensor scale)."""
     x = _data(rp.format("nvfp4"), 3, 160, 7)
-    got = rp.round(x, "nvfp4")
     want = rp.round(x.astype(np.float64), "nvfp4")
+    monkeypatch.setattr(scaling, "general_kernel", _general_kernel_not_expected)
+    got = rp.round(x, "nvfp4")
     np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
     plan = scaling.scaled_plan(rp.format("nvfp4"), "stochastic", None, None, np.float32)
     assert plan.grid is None and plan.division is not None  # stochastic: the division kernel
@@ -144,7 +150,6 @@ DIVISION_FORMATS = FORMATS + [
     rp.ScaledFormat("bfloat16", block_size=32, scale_format="e5m2", tensor_scale=True),
     rp.ScaledFormat(rp.FixedFormat(3, 4), block_size=16, scale_format="e4m3"),
     rp.ScaledFormat(rp.FixedFormat(0, 3, signed=False), block_size=9, scale_format="e4m3"),
-    rp.ScaledFormat("e2m1", scale_format="e4m3"),  # one scale per row
 ]
 
 
@@ -227,13 +232,15 @@ def test_division_kernel_random_rows(fmt, rows, length, seed, rand_bits):
     _assert_divided_same(_stochastic_data(fmt, rows, length, seed), fmt, rand_bits=rand_bits, key=seed)
 
 
-def test_rp_round_takes_the_division_kernel():
-    """float32 rows through rp.round, stochastic: the division kernel's bits,
-    which float64 data of the same values (the general kernel, the same
-    random numbers) give too once their exact products are rounded to float32."""
+def test_rp_round_takes_the_division_kernel(monkeypatch):
+    """float32 rows through rp.round, stochastic: the division kernel's bits
+    (the general kernel is not called), which float64 data of the same values
+    (the general kernel, the same random numbers) give too once their exact
+    products are rounded to float32."""
     x = _stochastic_data(rp.format("nvfp4"), 3, 160, 7)
-    got = rp.round(x, "nvfp4", "stochastic", rng=3)
     want = rp.round(x.astype(np.float64), "nvfp4", "stochastic", rng=3).astype(np.float32)
+    monkeypatch.setattr(scaling, "general_kernel", _general_kernel_not_expected)
+    got = rp.round(x, "nvfp4", "stochastic", rng=3)
     np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
 
 
@@ -248,11 +255,7 @@ def test_rp_round_with_a_tensor_scale(mode, dtype, monkeypatch):
     with np.errstate(over="ignore"):  # (rows beyond float16's range: inf, NaN blocks)
         x = _stochastic_data(fmt, 3, 300, 11).astype(dtype)
     want = rp.round(x.astype(np.float64), fmt, mode, rng=3)
-
-    def general_kernel_not_expected(dtype):
-        raise AssertionError("the general kernel was called")
-
-    monkeypatch.setattr(scaling, "general_kernel", general_kernel_not_expected)
+    monkeypatch.setattr(scaling, "general_kernel", _general_kernel_not_expected)
     got = rp.round(x, fmt, mode, rng=3)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))
@@ -277,12 +280,87 @@ def test_rp_encode_takes_the_fast_kernels(mode, tensor_scale, monkeypatch):
     x = _stochastic_data(fmt, 3, 300, 5)
     x[0, :16] = np.nan  # a NaN block: scale code NaN, element codes 0
     want = rp.encode(x.astype(np.float64), fmt, mode, rng=4)
-
-    def general_kernel_not_expected(dtype):
-        raise AssertionError("the general kernel was called")
-
-    monkeypatch.setattr(scaling, "general_kernel", general_kernel_not_expected)
+    monkeypatch.setattr(scaling, "general_kernel", _general_kernel_not_expected)
     got = rp.encode(x, fmt, mode, rng=4)
     np.testing.assert_array_equal(got.elements, want.elements)
     np.testing.assert_array_equal(got.scales, want.scales)
     assert got.tensor_scale == want.tensor_scale
+
+
+# -- any scale format: the fast kernels where they serve it, the general kernel's bits --
+
+@st.composite
+def _scale_formats(draw):
+    """Float scale formats of 2 to 11 exponent bits, 0 to 10 fraction bits,
+    any bias, NaN convention and subnormals (the kernels serve only some)."""
+    exp_bits = draw(st.integers(2, 11))
+    man_bits = draw(st.integers(0, 10))
+    standard = 2**(exp_bits - 1) - 1
+    bias = draw(st.sampled_from([standard, standard + 1, max(standard - 1, 1), standard + 30]))
+    nan, inf = draw(st.sampled_from([(None, False), ("ieee", True), ("max", False), ("negzero", False)]))
+    subnormals = draw(st.booleans())
+    try:
+        return rp.FloatFormat(exp_bits, man_bits, bias=bias, nan=nan, inf=inf, subnormals=subnormals)
+    except ValueError:  # a combination the format refuses
+        return rp.FloatFormat(exp_bits, man_bits)
+
+
+@settings(max_examples=60, deadline=None)
+@given(_scale_formats(), st.sampled_from(["e2m1", "float6_e3m2fn", "e4m3", rp.FixedFormat(3, 4)]),
+       st.sampled_from([1, 5, 16, 32, None]), st.sampled_from(["nearest", "stochastic"]), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_any_scale_format_gives_the_general_kernels_bits(scale_format, element, block_size, mode, ties, seed):
+    """rp.round and rp.encode of float32 data onto drawn significand-scaled
+    formats (with block maxima on the scale format's ties where `ties`) give
+    the bits of float64 data of the same values, which the general kernel
+    rounds; the grid and division kernels take the formats they serve."""
+    fmt = rp.ScaledFormat(element, block_size=block_size, scale_format=scale_format)
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((2, 48)) * 2.0 ** rng.integers(-40, 40, (2, 1))).astype(np.float32)
+    if ties:  # each block's max / element max halfway between two scale values
+        step = 2.0 ** -scale_format.man_bits
+        for row in x:
+            for first in range(0, row.size, block_size or row.size):
+                odd = 2 * int(rng.integers(0, 2**scale_format.man_bits)) + 1
+                tie = float(fmt.element.max) * (1 + odd * step / 2) * 2.0 ** int(rng.integers(-20, 20))
+                row[first] = np.float32(tie) if np.isfinite(np.float32(tie)) else row[first]
+    with np.errstate(over="ignore", under="ignore"):
+        want = rp.round(x.astype(np.float64), fmt, mode, rng=seed).astype(np.float32)
+        got = rp.round(x, fmt, mode, rng=seed)
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    codes_want, codes_got = rp.encode(x.astype(np.float64), fmt, mode, rng=seed), rp.encode(x, fmt, mode, rng=seed)
+    np.testing.assert_array_equal(codes_got.elements, codes_want.elements)
+    np.testing.assert_array_equal(codes_got.scales, codes_want.scales)
+
+
+def test_scale_formats_the_kernels_leave_to_the_general_one():
+    """No fraction bits (a tie breaks by the exponent's parity), a smallest
+    subnormal below 2**-1022, no subnormals: the general kernel's."""
+    for scale_format in (rp.FloatFormat(8, 0), rp.FloatFormat(11, 3), rp.FloatFormat(5, 2, subnormals=False)):
+        fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format=scale_format)
+        for mode in ("nearest", "stochastic"):
+            plan = scaling.scaled_plan(fmt, mode, None, None, np.float32)
+            assert plan.grid is None and plan.division is None, (scale_format, mode)
+    # the tie the reviewer found: 18 / 6 = 3 lies between the scales 2 and 4; the exponent's parity picks 2
+    fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format=rp.FloatFormat(8, 0))
+    x = np.zeros(16, np.float32)
+    x[:2] = 18, 5
+    np.testing.assert_array_equal(rp.round(x, fmt)[:2], rp.round(x.astype(np.float64), fmt)[:2])
+    assert rp.encode(x, fmt).scales[0] == rp.encode(x.astype(np.float64), fmt).scales[0]
+    # a block quotient below 2**-1022 (an element of a huge max) under an 11-bit scale exponent
+    fmt = rp.ScaledFormat(rp.FloatFormat(11, 1), block_size=4, scale_format=rp.FloatFormat(11, 3))
+    x = np.array([0.75, 0.5, -0.25, 0.0], np.float32)
+    for mode in ("nearest", "stochastic"):
+        np.testing.assert_array_equal(rp.round(x, fmt, mode, rng=1), rp.round(x.astype(np.float64), fmt, mode, rng=1))
+        assert rp.encode(x, fmt, mode, rng=1).scales[0] == rp.encode(x.astype(np.float64), fmt, mode, rng=1).scales[0]
+
+
+def test_tensor_scale_of_wide_elements():
+    """g = max|x| / (scale max * element max) where that product leaves
+    float32 (bfloat16 elements and scales): the float32 quotient, not 0."""
+    fmt = rp.ScaledFormat("bfloat16", block_size=16, scale_format="bfloat16", tensor_scale=True)
+    x = np.array([-3.0, 1.0, 2.5e38], np.float32)
+    expected = np.float32(2.5e38 / (float(rp.format("bfloat16").max) ** 2))
+    assert scaling._tensor_scale(x, fmt) == expected
+    assert rp.encode(x, fmt).tensor_scale == expected
+    np.testing.assert_allclose(rp.round(x, fmt)[:2], [-3.0, 1.0], rtol=2**-7)

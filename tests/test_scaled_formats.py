@@ -725,3 +725,18 @@ def test_bad_arguments():
         rp.round(np.ones((4, 4), np.float32), rp.ScaledFormat("e4m3", block_size=2, axis=2))
     with pytest.raises(ValueError, match="axis"):
         rp.round(np.ones(4, np.float32), rp.ScaledFormat("e4m3", block_size=2, axis=-2))
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", scale_format="e4m3"),
+                                 rp.ScaledFormat("e2m1", scale_format="e4m3", tensor_scale=True)], ids=repr)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_an_empty_array_with_one_scale(fmt, dtype):
+    """One scale per array, no elements: rounding gives an empty array, and its
+    scale code is an all-zero array's (the least scale); decode inverts it."""
+    x = np.zeros(0, dtype)
+    rounded = rp.round(x, fmt)
+    assert rounded.shape == (0,) and rounded.dtype == rp.round(np.zeros(1, dtype), fmt).dtype
+    codes = rp.encode(x, fmt)
+    assert codes.elements.shape == (0,) and codes.scales.shape == ()
+    assert codes.scales == rp.encode(np.zeros(1, dtype), fmt).scales
+    assert rp.decode(codes, fmt).shape == (0,)

@@ -13,9 +13,10 @@ NaN.
 Nearest (`round_grid_blocks`), elements of a small grid (at most GRID
 magnitudes): the quotient lies on the same side of each midpoint of the
 element's grid as the exact ``v / X``, and on a midpoint only where ``v / X``
-is one (v has 24 significant bits and X at most 28: an exact ``v / X`` off a
-midpoint m differs from it by at least 2**-32 of m, far more than the
-quotient's rounding), so comparing |v| with the products ``m * X`` (exact in
+is one (v has 24 significant bits, a midpoint m at most 5 and X at most 35: a
+scale of at most 11 times a float32 tensor scale; so an exact ``v / X`` off a
+midpoint differs from it by at least about 2**-40 of m, far more than the
+quotient's rounding, 2**-53), so comparing |v| with the products ``m * X`` (exact in
 float64) decides as the general kernel does: the element is the grid value
 above as many midpoints as lie below |v| (and those equal to it whose tie
 rounds up). For float32 ``|v|``, ``|v| > t`` holds exactly where ``|v| > t32``
@@ -26,12 +27,14 @@ and pass C compares magnitudes as integers in float32 lanes and selects the
 result: no division, no float64. The scale is the general kernel's too:
 ``largest / (element max * g)`` (one float64 rounding) rounded to nearest even
 on the scale format's grid by adding 2**52 in its binade (at least its least
-normal exponent: formats with subnormals), saturated at its max and at least its
-least value.
+normal exponent: formats with subnormals and fraction bits; `scaling` picks the
+scale formats), saturated at its max and at least its least value.
 
-Stochastic (`round_division_blocks`), any element: pass C divides in float64
+Stochastic (`round_division_blocks`), any element that saturates and whose
+least normal is a float64 normal (``round_bits``' straight-line form leaves
+the others out): pass C divides in float64
 as the general kernel does and rounds the quotient with ``core.element.round_bits``
-(its straight-line form) in a vectorised loop, the random numbers from Weyl
+in a vectorised loop, the random numbers from Weyl
 words stepped per element (``core.stream``): the same numbers as ``random_bits``.
 """
 import numpy as np
