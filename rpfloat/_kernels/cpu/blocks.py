@@ -384,7 +384,8 @@ def _wide_stochastic_element(bits, shift_32, clamp, result_max, keyed_high, keye
     ones) to `result_max`, its positive max shifted back (the comment on
     `wide_clamp` in `_fast_kernel`).
 
-    The bits dropped ``d`` reach 55 (24 at one spacing less a little), so
+    The bits dropped ``d`` reach 55 (23 at one spacing, one more per binade
+    below), so
     ``T = sig * 2**(64 - d)``, the fraction above the grid point in 64 bits, is
     exact: its high word ``(sig << 8) << (24 - d)`` (``d <= 24``; ``d = 0``
     gives 0) or ``(sig << 8) >> (d - 24)`` (``d`` in [24, 55]), its low word
@@ -392,7 +393,7 @@ def _wide_stochastic_element(bits, shift_32, clamp, result_max, keyed_high, keye
     64-bit random number plus T, cut to its top `rand_bits`, carries out of 64
     bits: `core.element.stochastic_up`'s decision (``~R < T``), whose float64
     fraction is the same number (the float32 quotient is exact)."""
-    word_mask, aligned, drop_min, drop_offset, quantum, zero_sign = constants
+    word_mask, aligned, _, _, quantum, zero_sign = constants
     low_mask, left_max, below_offset = wide
     magnitude = np.int32(bits & MAGNITUDE_32)
     y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
@@ -516,15 +517,17 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    with no setup, remainder or runtime checks per run (one loop over the
 #    chunk would need a shift per element, spread from the blocks' at about
 #    the cost of the extremes). In stochastic rounding the runs of the blocks
-#    with magnitudes below the range of `_stochastic_element` (2**-8 spacings:
-#    `scale_blocks`' flags) take a second loop, `_wide_stochastic_element`,
-#    with both halves of the random number, whose range reaches 2**-32
-#    spacings (pass B's range for these kernels: `wide_low`): for raw normal
-#    data, about one block in 45 of mxfp4, which pass D would otherwise visit
-#    (about 150 ns a block there on 1e7 values, of which the float64 rounding
-#    of its few elements is a small part: the visit itself costs). A
-#    ragged last block's elements after its last full run take `_round_piece`'s
-#    fast loop (the wide one where its block's runs do). Each run prefetches the run
+#    with magnitudes outside the range of `_stochastic_element` (below 2**-8
+#    spacings, or past a two's complement element's positive max: the flags
+#    of `scale_blocks`) take a second loop, `_wide_stochastic_element`, with
+#    both halves of the random number, whose range reaches 2**-32 spacings
+#    and the negative max (pass B's range for these kernels: `wide_low`,
+#    `chunk_top`): for raw normal data about one block in 45 of mxfp4 and one
+#    in 65 of mxint8, which pass D would otherwise visit (about 150 ns a
+#    block there on 1e7 values, of which the float64 rounding of its few
+#    elements is a small part: the visit itself costs). A ragged last block's
+#    elements after its last full run take `_round_piece`'s fast loop (the
+#    wide one where its block's runs do). Each run prefetches the run
 #    PREFETCH elements on (the next chunk's, to read and to write): pass A of
 #    the next chunk then finds its data in the caches rather than wait for
 #    memory, and the stores find their lines (25% faster on 1e7 float32);
@@ -711,8 +714,9 @@ def _fast_kernel(mode):
             largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
             wide_runs = np.zeros(CHUNK // LANES, np.int8)  # per block: its runs take the wide loop
-            # stochastic rounding: the range of pass D from 2**-32 spacings, the wide loop
-            # rounding the blocks with magnitudes below `low` (`_wide_stochastic_element`)
+            # stochastic rounding: passes B and D with the wide loop's range (from 2**-32
+            # spacings, to the negative max), which rounds the blocks with magnitudes
+            # outside [`low`, `top`] (`_wide_stochastic_element`)
             chunk_low = wide_low(params, low) if mode == STOCHASTIC else low
             per_block = 0  # log2 of the lanes per block
             while LANES << per_block < block_size:
@@ -793,8 +797,7 @@ def _fast_kernel(mode):
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
                         fix_blocks(source_chunk, target_chunk, blocks, block_size, kinds, block_shifts, chunk_low,
-                                   chunk_top,
-                                   element_params, mode, key, index, rand_bits)
+                                   chunk_top, element_params, mode, key, index, rand_bits)
             return
         # the least nonzero magnitude of each piece of PIECE elements of a block (a long
         # block: one scale per row or array), found in the pass for its largest, which
