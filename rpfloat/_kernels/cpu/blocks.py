@@ -759,15 +759,17 @@ def _fast_kernel(mode):
                             _prefetch_run(source_row, target_row, first + run * LANES + PREFETCH)
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
-                            if mode == STOCHASTIC and wide_runs[run >> per_block] != 0:
-                                result_max = np.int32(largest_result + shift_32)  # (wraps: not a fast block)
-                                for a in range(LANES):
-                                    target_run[a] = _wide_stochastic_element(source_run[a], shift_32, wide_clamp,
-                                                                             result_max, keyed_high, keyed_low,
-                                                                             multipliers, constants, wide)
-                                    keyed_high = wrapping_add(keyed_high, weyl_step)
-                                    keyed_low = wrapping_add(keyed_low, weyl_step)
-                                continue
+                            if mode == STOCHASTIC:  # (a branch numba drops in the other kernels)
+                                if wide_runs[run >> per_block] != 0:
+                                    result_max = np.int32(largest_result + shift_32)  # (wraps: not a fast block)
+                                    for a in range(LANES):
+                                        target_run[a] = _wide_stochastic_element(source_run[a], shift_32,
+                                                                                 wide_clamp, result_max, keyed_high,
+                                                                                 keyed_low, multipliers, constants,
+                                                                                 wide)
+                                        keyed_high = wrapping_add(keyed_high, weyl_step)
+                                        keyed_low = wrapping_add(keyed_low, weyl_step)
+                                    continue
                             for a in range(LANES):
                                 if mode == STOCHASTIC:  # inlined here (in numba's IR): 10% faster
                                     target_run[a] = _stochastic_element(source_run[a], shift_32, clamp, keyed_high,
@@ -782,17 +784,16 @@ def _fast_kernel(mode):
                         # rounds those outside the range again, as in the runs), a loop of its own
                         # (`_round_piece` here would be a second copy of it to compile)
                         shift_32 = block_shifts[blocks - 1]
-                        last_wide = mode == STOCHASTIC and wide_runs[blocks - 1] != 0
+                        last_wide = wide_runs[blocks - 1] != 0
                         for a in range(size - size % LANES, size):
-                            if last_wide:
-                                target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, wide_clamp,
-                                                                           np.int32(largest_result + shift_32),
-                                                                           keyed_high, keyed_low, multipliers,
-                                                                           constants, wide)
-                            else:
-                                target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high,
-                                                                keyed_low, multipliers, params, mode, rand_bits,
-                                                                constants)
+                            target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
+                                                            multipliers, params, mode, rand_bits, constants)
+                            if mode == STOCHASTIC:
+                                if last_wide:
+                                    target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, wide_clamp,
+                                                                               np.int32(largest_result + shift_32),
+                                                                               keyed_high, keyed_low, multipliers,
+                                                                               constants, wide)
                             keyed_high = wrapping_add(keyed_high, weyl_step)
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
