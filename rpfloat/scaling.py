@@ -189,10 +189,10 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     fmt = plan.fmt
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
     outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
-    # significand scales of float32 (or narrower) rows: the grid (nearest) or division (stochastic)
+    # significand scales of float32 (or narrower) data: the grid (nearest) or division (stochastic)
     # kernel, into float32 or float64 values (a tensor scale's products; elements, for encode)
     significand = (plan.grid if plan.mode == Mode.NEAREST else plan.division) is not None
-    significand = significand and inner == 1 and array.dtype.kind == "f" and array.dtype.itemsize <= 4
+    significand = significand and array.dtype.kind == "f" and array.dtype.itemsize <= 4
     source_dtype = np.dtype(np.float32) if significand else work_dtype
     if array.dtype != source_dtype:
         with np.errstate(invalid="ignore"):  # casting signalling NaNs
@@ -212,13 +212,17 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     fast = None
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
+    # (blocks along another axis than the last: the kernels' column forms, on 3-D data)
+    layout, scales_layout = (rows, row_scales) if inner == 1 else ((outer, length, inner), scales.shape)
     if significand and plan.mode == Mode.NEAREST:
-        grid_kernel(work_dtype)(array.reshape(rows).view(np.int32), result.reshape(rows),
-                                scales.reshape(row_scales), float_params, *plan.grid, block_size, write_elements)
+        grid_kernel(work_dtype, inner > 1)(array.reshape(layout).view(np.int32), result.reshape(layout),
+                                           scales.reshape(scales_layout), float_params, *plan.grid, block_size,
+                                           write_elements)
     elif significand:
-        division_kernel(work_dtype)(array.reshape(rows), result.reshape(rows), scales.reshape(row_scales),
-                                    plan.element_params, float_params, plan.division, block_size, key, offset,
-                                    plan.rand_bits, write_elements)
+        division_kernel(work_dtype, inner > 1)(array.reshape(layout), result.reshape(layout),
+                                               scales.reshape(scales_layout), plan.element_params, float_params,
+                                               plan.division, block_size, key, offset, plan.rand_bits,
+                                               write_elements)
     elif fast is not None:
         fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
              plan.fast_params, plan.element_params, block_params, float_params, int(plan.mode), key, offset,

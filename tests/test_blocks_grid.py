@@ -307,23 +307,27 @@ def _scale_formats(draw):
 
 @settings(max_examples=60, deadline=None)
 @given(_scale_formats(), st.sampled_from(["e2m1", "float6_e3m2fn", "e4m3", rp.FixedFormat(3, 4)]),
-       st.sampled_from([1, 5, 16, 32, None]), st.sampled_from(["nearest", "stochastic"]), st.booleans(),
-       st.integers(0, 2**32 - 1))
-def test_any_scale_format_gives_the_general_kernels_bits(scale_format, element, block_size, mode, ties, seed):
+       st.sampled_from([1, 5, 16, 32, None]), st.sampled_from([-1, 0, 1]), st.sampled_from(["nearest", "stochastic"]),
+       st.booleans(), st.integers(0, 2**32 - 1))
+def test_any_scale_format_gives_the_general_kernels_bits(scale_format, element, block_size, axis, mode, ties, seed):
     """rp.round and rp.encode of float32 data onto drawn significand-scaled
-    formats (with block maxima on the scale format's ties where `ties`) give
-    the bits of float64 data of the same values, which the general kernel
-    rounds; the grid and division kernels take the formats they serve."""
-    fmt = rp.ScaledFormat(element, block_size=block_size, scale_format=scale_format)
+    formats, blocked along any axis (with block maxima on the scale format's
+    ties where `ties`), give the bits of float64 data of the same values,
+    which the general kernel rounds; the grid and division kernels take the
+    formats they serve."""
+    fmt = rp.ScaledFormat(element, block_size=block_size, axis=axis, scale_format=scale_format)
     rng = np.random.default_rng(seed)
-    x = (rng.standard_normal((2, 48)) * 2.0 ** rng.integers(-40, 40, (2, 1))).astype(np.float32)
+    x = (rng.standard_normal((3, 40, 5)) * 2.0 ** rng.integers(-40, 40, (3, 1, 1))).astype(np.float32)
     if ties:  # each block's max / element max halfway between two scale values
         step = 2.0 ** -scale_format.man_bits
-        for row in x:
+        rows = np.moveaxis(x, axis if block_size else -1, -1).reshape(-1, x.shape[axis if block_size else -1])
+        for row in rows:
             for first in range(0, row.size, block_size or row.size):
                 odd = 2 * int(rng.integers(0, 2**scale_format.man_bits)) + 1
                 tie = float(fmt.element.max) * (1 + odd * step / 2) * 2.0 ** int(rng.integers(-20, 20))
                 row[first] = np.float32(tie) if np.isfinite(np.float32(tie)) else row[first]
+        x = np.moveaxis(rows.reshape(np.moveaxis(x, axis if block_size else -1, -1).shape), -1,
+                        axis if block_size else -1).copy()
     with np.errstate(over="ignore", under="ignore"):
         want = rp.round(x.astype(np.float64), fmt, mode, rng=seed).astype(np.float32)
         got = rp.round(x, fmt, mode, rng=seed)
@@ -364,3 +368,67 @@ def test_tensor_scale_of_wide_elements():
     assert scaling._tensor_scale(x, fmt) == expected
     assert rp.encode(x, fmt).tensor_scale == expected
     np.testing.assert_allclose(rp.round(x, fmt)[:2], [-3.0, 1.0], rtol=2**-7)
+
+
+# -- blocks along another axis: the column kernels --
+
+def _column_both(x, fmt, mode, offset, target_dtype=np.float32):
+    """``((column kernel values, scales), (general values, scales))`` of 3-D
+    float32 data `x` blocked along its middle axis."""
+    plan = scaling.scaled_plan(fmt, mode, None, None, np.float32)
+    outer, length, inner = x.shape
+    block_size = fmt.block_size
+    blocks = -(-length // block_size)
+    tensor_scale = scaling._tensor_scale(x, fmt)
+    block_params = plan.block_params[:6] + (block_size, 0)
+    float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
+                    *plan.float_params[2:])
+    fast_out, fast_scales = np.empty(x.shape, target_dtype), np.empty((outer, blocks, inner))
+    if plan.mode == rp.Mode.NEAREST:
+        grid_kernel(target_dtype, True)(x.view(np.int32), fast_out, fast_scales, float_params, *plan.grid,
+                                        block_size, False)
+    else:
+        division_kernel(target_dtype, True)(x, fast_out, fast_scales, plan.element_params, float_params,
+                                            plan.division, block_size, np.uint64(9), offset, plan.rand_bits, False)
+    general_out, general_scales = np.empty(x.shape, target_dtype), np.empty((outer, blocks, inner))
+    general_kernel(target_dtype)(x.astype(target_dtype), general_out, general_scales, plan.element_params,
+                                 plan.scale_params, block_params, float_params, int(plan.mode), np.uint64(9), offset,
+                                 plan.rand_bits)
+    return (fast_out, fast_scales), (general_out, general_scales)
+
+
+@pytest.mark.parametrize("offset", [0, 2**32 - 7 * 50 - 3, 5 * 2**32 + 1])  # a row across a 2**32 segment
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat("e2m1", block_size=16, axis=1, scale_format="e4m3"),
+                                 rp.ScaledFormat("e2m1", block_size=5, axis=1, scale_format="e4m3",
+                                                 tensor_scale=True),
+                                 rp.ScaledFormat(rp.FloatFormat(2, 1, nan="negzero", inf=False), block_size=7,
+                                                 axis=1, scale_format="e5m2")], ids=repr)
+def test_column_kernels_match_the_general_one(fmt, mode, offset):
+    """The column kernels (blocks along the middle of three axes) against the
+    general kernel: values and scales, zeros, NaN blocks, ragged blocks,
+    random counters that cross a segment inside a row."""
+    rng = np.random.default_rng(offset % 97)
+    x = (rng.standard_normal((2, 37, 50)) * 2.0 ** rng.integers(-30, 30, (2, 1, 50))).astype(np.float32)
+    x[0, 3, 7], x[1, 20, 0], x[0, :, 9] = np.nan, np.inf, 0.0
+    x[1, ::3, 11] *= -0.0
+    for target_dtype in (np.float32, np.float64):
+        (fast, fast_scales), (general, general_scales) = _column_both(x, fmt, mode, offset, target_dtype)
+        bits = np.uint32 if target_dtype == np.float32 else np.uint64
+        np.testing.assert_array_equal(fast.view(bits), general.view(bits))
+        np.testing.assert_array_equal(fast_scales.view(np.uint64), general_scales.view(np.uint64))
+
+
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_rp_round_takes_the_column_kernels(mode, monkeypatch):
+    """NVFP4 blocked along the first axis of a matrix: the column kernels'
+    bits, as float64 data's (the general kernel), which is not called."""
+    fmt = rp.ScaledFormat("e2m1", block_size=16, axis=0, scale_format="e4m3")
+    x = _stochastic_data(fmt, 70, 30, 2)
+    want = rp.round(x.astype(np.float64), fmt, mode, rng=8).astype(np.float32)
+    want_codes = rp.encode(x.astype(np.float64), fmt, mode, rng=8)
+    monkeypatch.setattr(scaling, "general_kernel", _general_kernel_not_expected)
+    np.testing.assert_array_equal(rp.round(x, fmt, mode, rng=8).view(np.uint32), want.view(np.uint32))
+    codes = rp.encode(x, fmt, mode, rng=8)
+    np.testing.assert_array_equal(codes.elements, want_codes.elements)
+    np.testing.assert_array_equal(codes.scales, want_codes.scales)

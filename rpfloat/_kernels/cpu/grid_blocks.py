@@ -206,7 +206,8 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
             source_chunk, target_chunk = source_row[first:first + size], target_row[first:first + size]
             blocks, chunk_scales = _chunk_scales(source_chunk, scales_row, first, block_size, maxima, float_params,
                                                  scale_fields)
-            _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements)
+            _grid_tables(chunk_scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements,
+                         TABLE_STRIDE)
             runs = size // RUN if block_size == RUN else 0  # whole blocks of RUN
             _grid_runs(source_row, target_row, first, runs, thresholds, results, signed_zero)
             for block in range(runs, blocks):
@@ -216,23 +217,25 @@ def round_grid_blocks(source, target, scales, float_params, scale_fields, midpoi
 
 
 @njit(**NUMBA_OPTIONS)
-def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements):
+def _grid_tables(scales, blocks, midpoints, tie_up, magnitudes, thresholds, results, write_elements, stride):
     """Pass B's tables of `round_grid_blocks`: for each of the `blocks` blocks
     with `scales`, its 7 thresholds (|v| beyond one: beyond its midpoint, or
     on it where its tie rounds up) as float32 bits and its 8 results (the grid
     values times the scale, exact in float64, or the grid values themselves
     where `write_elements`) rounded to the type of `results`; a loop over the
-    blocks per entry (vectorised)."""
+    blocks per entry (vectorised); entry k of block b at ``k * stride + b``."""
     for k in range(GRID - 1):
         midpoint, up = midpoints[k], tie_up[k]
+        entries = thresholds[k * stride:k * stride + blocks]  # (a slice: indices from 0, never negative)
         for block in range(blocks):
             product = midpoint * scales[block]  # exact
             below = bits_to_float64(float64_to_bits(product) - 1)
-            thresholds[k * TABLE_STRIDE + block] = _float32_below(below if up else product)
+            entries[block] = _float32_below(below if up else product)
     for k in range(GRID):
         magnitude = magnitudes[k]
+        entries = results[k * stride:k * stride + blocks]
         for block in range(blocks):
-            results[k * TABLE_STRIDE + block] = magnitude * (1.0 if write_elements else scales[block])
+            entries[block] = magnitude * (1.0 if write_elements else scales[block])
 
 
 @njit(**NUMBA_OPTIONS)
@@ -297,6 +300,12 @@ def _division_signature(target_type):
                       types.boolean)
 
 
+def _column_signature(signature):
+    """`signature` with 3-D data, target and scales (the column kernels')."""
+    data, target, scales = signature.args[:3]
+    return types.void(data.copy(ndim=3), target.copy(ndim=3), scales.copy(ndim=3), *signature.args[3:])
+
+
 # by target dtype: float32 (a format's own values), float64 (with a tensor scale)
 GRID_SIGNATURES = {np.dtype(np.float32): _grid_signature(types.float32),
                    np.dtype(np.float64): _grid_signature(types.float64)}
@@ -311,9 +320,13 @@ def _entry_point(kernel, signature):
     return kernel.overloads[signature.args].entry_point
 
 
-def grid_kernel(target_dtype):
-    """`round_grid_blocks` for a `target_dtype` (float32 or float64) result."""
-    return _entry_point(round_grid_blocks, GRID_SIGNATURES[np.dtype(target_dtype)])
+def grid_kernel(target_dtype, columns=False):
+    """`round_grid_blocks` for a `target_dtype` (float32 or float64) result
+    (`round_grid_columns` where `columns`)."""
+    signature = GRID_SIGNATURES[np.dtype(target_dtype)]
+    if columns:
+        return _entry_point(round_grid_columns, _column_signature(signature))
+    return _entry_point(round_grid_blocks, signature)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -389,6 +402,116 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
             _nan_blocks(target_chunk, blocks, block_size, maxima, write_elements)
 
 
-def division_kernel(target_dtype):
-    """`round_division_blocks` for a `target_dtype` (float32 or float64) result."""
-    return _entry_point(round_division_blocks, DIVISION_SIGNATURES[np.dtype(target_dtype)])
+def division_kernel(target_dtype, columns=False):
+    """`round_division_blocks` for a `target_dtype` (float32 or float64) result
+    (`round_division_columns` where `columns`)."""
+    signature = DIVISION_SIGNATURES[np.dtype(target_dtype)]
+    if columns:
+        return _entry_point(round_division_columns, _column_signature(signature))
+    return _entry_point(round_division_blocks, signature)
+
+
+# -- blocks along another axis than the last: (outer, length, inner) data, blocks of
+# block_size rows of `inner` contiguous elements, one scale per block and inner index.
+# The same arithmetic, vectorised over the inner index instead: a block's maxima,
+# scales and tables are vectors of `inner` entries, and each of its rows is one loop
+# over them (a table entry per lane, loaded rather than broadcast).
+
+
+@njit(**NUMBA_OPTIONS)
+def _column_maxima(source, o, first, stop, maxima):
+    """The largest magnitude over rows `first` to `stop` of ``source[o]`` (int32
+    float32 bits), for each inner index, into `maxima`."""
+    maxima[:] = 0
+    for a in range(first, stop):
+        row = source[o, a]
+        for i in range(row.size):
+            maxima[i] = max(maxima[i], np.int32(row[i] & MAGNITUDE_32))
+
+
+@njit(**NUMBA_OPTIONS)
+def _column_nans(target, o, first, stop, maxima, write_elements):
+    """Pass D for a block of rows `first` to `stop` of ``target[o]``: NaN (0 for
+    `write_elements`) at the inner indices whose block holds NaN or inf."""
+    worst = np.int32(0)
+    for i in range(maxima.size):
+        worst = max(worst, maxima[i])
+    if worst < INF_32:
+        return
+    for a in range(first, stop):
+        for i in range(maxima.size):
+            if maxima[i] >= INF_32:
+                target[o, a, i] = 0.0 if write_elements else np.nan
+
+
+@njit(**NUMBA_OPTIONS)
+def round_grid_columns(source, target, scales, float_params, scale_fields, midpoints, tie_up, magnitudes,
+                       block_size, write_elements):
+    """`round_grid_blocks` for 3-D data ``(outer, length, inner)`` (int32 float32
+    bits) blocked along the middle axis, scales ``(outer, blocks, inner)``."""
+    outer, length, inner = source.shape
+    signed_zero = scale_fields[2] != 0
+    maxima = np.empty(inner, np.int32)
+    thresholds = np.empty((GRID - 1) * inner, np.int32)
+    results = np.empty(GRID * inner, target.dtype)
+    for o in range(outer):
+        for block, first in enumerate(range(0, length, block_size)):
+            stop = min(first + block_size, length)
+            _column_maxima(source, o, first, stop, maxima)
+            block_scales = scales[o, block]
+            _block_scales(maxima, inner, block_scales, float_params, scale_fields)
+            _grid_tables(block_scales, inner, midpoints, tie_up, magnitudes, thresholds, results, write_elements,
+                         inner)
+            # each entry's row of the tables (slices: indices from 0, never negative)
+            t0, t1, t2, t3 = thresholds[:inner], thresholds[inner:2 * inner], thresholds[2 * inner:3 * inner], \
+                thresholds[3 * inner:4 * inner]
+            t4, t5, t6 = thresholds[4 * inner:5 * inner], thresholds[5 * inner:6 * inner], \
+                thresholds[6 * inner:7 * inner]
+            r0, r1, r2, r3 = results[:inner], results[inner:2 * inner], results[2 * inner:3 * inner], \
+                results[3 * inner:4 * inner]
+            r4, r5, r6, r7 = results[4 * inner:5 * inner], results[5 * inner:6 * inner], \
+                results[6 * inner:7 * inner], results[7 * inner:8 * inner]
+            for a in range(first, stop):
+                source_row, target_row = source[o, a], target[o, a]
+                for i in range(inner):
+                    target_row[i] = _grid_element(source_row[i], t0[i], t1[i], t2[i], t3[i], t4[i], t5[i], t6[i],
+                                                  r0[i], r1[i], r2[i], r3[i], r4[i], r5[i], r6[i], r7[i], signed_zero)
+            _column_nans(target, o, first, stop, maxima, write_elements)
+
+
+@njit(**NUMBA_OPTIONS)
+def round_division_columns(source, target, scales, element_params, float_params, scale_fields, block_size, key,
+                           offset, rand_bits, write_elements):
+    """`round_division_blocks` for 3-D float32 data ``(outer, length, inner)``
+    blocked along the middle axis, scales ``(outer, blocks, inner)``. Element
+    ``(o, a, i)`` draws random number ``offset + (o * length + a) * inner + i``:
+    a row's numbers are consecutive (Weyl words stepped along it)."""
+    outer, length, inner = source.shape
+    maxima = np.empty(inner, np.int32)
+    factors = np.empty(inner, np.float64)
+    multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))
+    source_bits = source.view(np.int32)
+    for o in range(outer):
+        for block, first in enumerate(range(0, length, block_size)):
+            stop = min(first + block_size, length)
+            _column_maxima(source_bits, o, first, stop, maxima)
+            block_scales = scales[o, block]
+            _block_scales(maxima, inner, block_scales, float_params, scale_fields)
+            for i in range(inner):
+                factors[i] = 1.0 if write_elements else block_scales[i]
+            for a in range(first, stop):
+                source_row, target_row = source[o, a], target[o, a]
+                index = offset + (o * length + a) * inner
+                if (index & SEGMENT_MASK) + inner > SEGMENT_MASK + 1:  # crossing a 2**32 segment: one by one
+                    for i in range(inner):
+                        target_row[i] = _divided_element(source_row[i], block_scales[i], factors[i],
+                                                         element_params, random_bits(key, index + i), rand_bits)
+                    continue
+                keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+                keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
+                for i in range(inner):  # vectorised
+                    target_row[i] = _divided_element(source_row[i], block_scales[i], factors[i], element_params,
+                                                     keyed_bits(keyed_high, keyed_low, multipliers), rand_bits)
+                    keyed_high = wrapping_add(keyed_high, weyl_step)
+                    keyed_low = wrapping_add(keyed_low, weyl_step)
+            _column_nans(target, o, first, stop, maxima, write_elements)
