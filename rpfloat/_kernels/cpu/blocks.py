@@ -587,10 +587,11 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
     `quantum`) stay normal float32s after the shift back; its magnitudes lie in
     the range where its largest shifted one is at most `top` and its least
     nonzero one is a normal float32 whose shifted magnitude is at least `low`.
-    And into `wide` (1 or 0) whether the block has a nonzero magnitude whose
-    shifted one lies below `narrow_low` or above `narrow_top`, the ends of the
-    range of `_stochastic_element` (in stochastic rounding `low` and `top` are
-    those of `_wide_stochastic_element`): its runs take the wide loop.
+    And into `wide` (1 or 0; None: no flags, for the modes without a wide
+    loop) whether the block has a nonzero magnitude whose shifted one lies
+    below `narrow_low` or above `narrow_top`, the ends of the range of
+    `_stochastic_element` (in stochastic rounding `low` and `top` are those of
+    `_wide_stochastic_element`): its runs take the wide loop.
     Returns the greatest kind (FAST_BLOCK: every block is fast). One loop
     without branches, which LLVM vectorises: the exponent is
     `power_of_two_exponent`'s, from the float64 of the float32 max (always a
@@ -629,7 +630,8 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
             np.int64(SOME_ELEMENTS) if results_fast else np.int64(FLOAT64_BLOCK)))
         kinds[b] = kind
         worst = max(worst, kind)
-        wide[b] = np.int8(((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top))
+        if wide is not None:  # (None: a compiled copy without the flags)
+            wide[b] = np.int8(((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top))
     return worst
 
 
@@ -736,9 +738,14 @@ def _fast_kernel(mode):
                             big, small = max(big, magnitude), min(small, _least_key(magnitude))
                         largest[whole], least[whole] = big, small
                     block0 = first // block_size
-                    worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks], block_shifts,
-                                         kinds, block_params, element_max, chunk_low, chunk_top, largest_result,
-                                         quantum, low, top, wide_runs)
+                    if mode == STOCHASTIC:
+                        worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
+                                             block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
+                                             largest_result, quantum, low, top, wide_runs)
+                    else:
+                        worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
+                                             block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
+                                             largest_result, quantum, low, top, None)
                     index = offset + row * length + first
                     if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                         # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
