@@ -342,6 +342,17 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
     fraction = np.uint32(shift_left(fraction, np.uint32(1)))
     up = np.uint32(word + fraction) < fraction
     step = np.int32(np.int32(1) << np.int32(drop & np.int32(31)))
+    return _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign):
+    """The stochastic loops' result for float32 `bits` of `magnitude`, shifted
+    to `y`, that steps `up` or not by `step` (a power of two: its grid's
+    spacing): ``y`` plus the step where up, the low bits cleared (below one
+    spacing, `aligned`: 0 or one spacing, `quantum`; a zero stays 0), shifted
+    back by `shift_32`, with the sign of `bits` (not on a zero where
+    `zero_sign` is 0: formats without -0)."""
     rounded = np.int32(np.int32(y + (step if up else np.int32(0))) & ~np.int32(step - np.int32(1)))
     if y < aligned:  # below one spacing: 0 or one spacing (a zero: 0)
         rounded = quantum if up and y != 0 else np.int32(0)
@@ -412,13 +423,7 @@ def _wide_stochastic_element(bits, shift_32, clamp, result_max, keyed_high, keye
     sum_high = np.uint32(high + fraction_high)
     up = (sum_high < fraction_high) | ((sum_high == ALL_ONES_32) & (sum_low < fraction_low))
     step = np.int32(shift_right(np.int32(0x01000000), np.int32(left)))  # 2**d for d <= 24
-    rounded = np.int32(np.int32(y + (step if up else np.int32(0))) & ~np.int32(step - np.int32(1)))
-    if y < aligned:  # below one spacing: 0 or one spacing (a zero: 0)
-        rounded = quantum if up and y != 0 else np.int32(0)
-    sign = np.int32(bits ^ magnitude)
-    if rounded == 0:  # formats without -0 give +0
-        sign &= zero_sign
-    return min(np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign), result_max)
+    return min(_stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign), result_max)
 
 
 @njit(**NUMBA_OPTIONS)
