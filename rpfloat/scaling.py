@@ -200,6 +200,10 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         array = array.copy(order="C")
     tensor_scale = _tensor_scale(array, fmt)
+    if significand and tensor_scale is not None and not np.isfinite(tensor_scale):
+        # a tensor scale that overflowed float32 (a scale format of a tiny max): the general kernel
+        significand = False
+        array = array.astype(work_dtype)
     blocks = -(-length // block_size) if length else 0
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
@@ -212,17 +216,19 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     fast = None
     if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
         fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
-    # (blocks along another axis than the last: the kernels' column forms, on 3-D data)
-    layout, scales_layout = (rows, row_scales) if inner == 1 else ((outer, length, inner), scales.shape)
+    # (blocks along another axis than the last: the kernels' column forms, on 3-D data; the
+    # entry points check no types, so the layout and the kernel must agree)
+    columns = inner != 1
+    layout, scales_layout = ((outer, length, inner), scales.shape) if columns else (rows, row_scales)
     if significand and plan.mode == Mode.NEAREST:
-        grid_kernel(work_dtype, inner > 1)(array.reshape(layout).view(np.int32), result.reshape(layout),
-                                           scales.reshape(scales_layout), float_params, *plan.grid, block_size,
-                                           write_elements)
+        grid_kernel(work_dtype, columns)(array.reshape(layout).view(np.int32), result.reshape(layout),
+                                         scales.reshape(scales_layout), float_params, *plan.grid, block_size,
+                                         write_elements)
     elif significand:
-        division_kernel(work_dtype, inner > 1)(array.reshape(layout), result.reshape(layout),
-                                               scales.reshape(scales_layout), plan.element_params, float_params,
-                                               plan.division, block_size, key, offset, plan.rand_bits,
-                                               write_elements)
+        division_kernel(work_dtype, columns)(array.reshape(layout), result.reshape(layout),
+                                             scales.reshape(scales_layout), plan.element_params, float_params,
+                                             plan.division, block_size, key, offset, plan.rand_bits,
+                                             write_elements)
     elif fast is not None:
         fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
              plan.fast_params, plan.element_params, block_params, float_params, int(plan.mode), key, offset,

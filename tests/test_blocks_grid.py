@@ -432,3 +432,28 @@ def test_rp_round_takes_the_column_kernels(mode, monkeypatch):
     codes = rp.encode(x, fmt, mode, rng=8)
     np.testing.assert_array_equal(codes.elements, want_codes.elements)
     np.testing.assert_array_equal(codes.scales, want_codes.scales)
+
+
+@pytest.mark.parametrize("shape, axis", [((3, 0), 0), ((3, 0, 4), 0), ((2, 3, 0), 1), ((0, 5), 0)])
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_empty_columns(shape, axis, mode):
+    """Blocks along an axis whose inner extent is 0 (no columns) or that is
+    empty itself: empty results and scales, as float64 data give them (the
+    row and column layouts must not be mixed up: that wrote past the data)."""
+    fmt = rp.ScaledFormat("e2m1", block_size=2, axis=axis, scale_format="e4m3")
+    for _ in range(20):
+        x = np.zeros(shape, np.float32)
+        assert rp.round(x, fmt, mode, rng=1).shape == shape
+        codes, want = rp.encode(x, fmt, mode, rng=1), rp.encode(x.astype(np.float64), fmt, mode, rng=1)
+        assert codes.elements.shape == shape and codes.scales.shape == want.scales.shape
+
+
+def test_a_tensor_scale_beyond_float32():
+    """A scale format of a tiny max makes the tensor scale overflow to inf:
+    the general kernel's NaNs, signs and all (the grid kernel's lost them)."""
+    scale_format = rp.FloatFormat(5, 8, bias=815, inf=False)
+    fmt = rp.ScaledFormat("e2m1", block_size=4, axis=0, scale_format=scale_format, tensor_scale=True)
+    x = np.array([[1.0, -3.0], [0.5, 2.0]], np.float32)
+    with np.errstate(over="ignore", invalid="ignore"):
+        got, want = rp.round(x, fmt), rp.round(x.astype(np.float64), fmt)
+    np.testing.assert_array_equal(got.view(np.uint64), want.view(np.uint64))

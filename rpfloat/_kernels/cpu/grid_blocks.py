@@ -1,7 +1,8 @@
 """Scaled formats with significand scales (NVFP4: E2M1 elements in blocks of 16,
 E4M3 scales) on the CPU, for float32 data blocked along the last axis (and, in
-their column forms at the end, along another): the general block kernel's bits (``blocks.round_blocks``: the element is the
-float64 quotient ``v / X`` rounded, times ``X``) at a fraction of its cost.
+their column forms at the end, along another): the general block kernel's bits
+(``blocks.round_blocks``: the element is the float64 quotient ``v / X``
+rounded, times ``X``) at a fraction of its cost.
 
 Both kernels take a row CHUNK elements (whole blocks) at a time, in passes
 whose loops LLVM vectorises: (A) every block's largest magnitude, (B) every
