@@ -84,4 +84,3 @@ def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
     values = np.empty(flat.size, np.float64)
     code_kernels.decode_kernel()(flat, values, code_fields(fmt))
     return values.reshape(codes.shape)
-

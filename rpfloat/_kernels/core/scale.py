@@ -87,10 +87,11 @@ SMALLEST_NORMAL_64 = 2.0**-1022
 
 
 @njit(inline="always", **NUMBA_OPTIONS)  # as round_bits: too large for LLVM to inline
-def round_element(quotient, value, element_params, mode, random, rand_bits):
+def round_element(quotient, value, element_params, mode, random, rand_bits, general):
     """The element value ``q`` of `value` in its block: `quotient` (``value``
     divided by the block scale in float64) rounded onto the element format
-    (`element_params`, float64 carrier, saturating) in `mode`.
+    (`element_params`, float64 carrier, saturating) in `mode` (`general`: a
+    constant, as ``round_bits`` takes it; False leaves out deep elements).
 
     Where the quotient fell below float64's normal range from a nonzero `value`
     (and so lost bits, or all of them) it is taken as ``copysign(2**-1022,
@@ -100,7 +101,7 @@ def round_element(quotient, value, element_params, mode, random, rand_bits):
     and stochastic rounding steps up with probability below 2**-64 either way."""
     if abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
         quotient = math.copysign(SMALLEST_NORMAL_64, value)
-    return bits_to_float64(round_bits(float64_to_bits(quotient), element_params, mode, random, rand_bits, True))
+    return bits_to_float64(round_bits(float64_to_bits(quotient), element_params, mode, random, rand_bits, general))
 
 
 @njit(**NUMBA_OPTIONS)

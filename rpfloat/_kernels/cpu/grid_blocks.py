@@ -33,10 +33,10 @@ scale formats), saturated at its max and at least its least value.
 
 Stochastic (`round_division_blocks`), any element that saturates and whose
 least normal is a float64 normal (``round_bits``' straight-line form leaves
-the others out): pass C divides in float64
-as the general kernel does and rounds the quotient with ``core.element.round_bits``
-in a vectorised loop, the random numbers from Weyl
-words stepped per element (``core.stream``): the same numbers as ``random_bits``.
+the others out): pass C divides in float64 as the general kernel does and
+rounds the quotient with ``core.scale.round_element`` in a vectorised loop, the
+random numbers from Weyl words stepped per element (``core.stream``): the same
+numbers as ``random_bits``.
 """
 import numpy as np
 from llvmlite import ir
@@ -48,9 +48,8 @@ from ..core.bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, wrapping_add,
     wrapping_mul,
 )
-from ..core.element import round_bits
 from ..core.layout import PARAMS_TYPE, STOCHASTIC
-from ..core.scale import F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE
+from ..core.scale import F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE, round_element
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
 from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, SEGMENT_MASK, power_of_two, prefetch
 
@@ -62,7 +61,6 @@ TABLE_BLOCKS = 256  # blocks of a chunk at most (the grid kernel's table)
 # entries of the table between a block's consecutive ones: more than TABLE_BLOCKS, and not a
 # multiple of 1024 (a block's entries 4 KiB apart would share a set of the L1 cache: 2x slower)
 TABLE_STRIDE = TABLE_BLOCKS + 16
-SMALLEST_NORMAL_64 = 2.0**-1022
 
 
 @njit(**NUMBA_OPTIONS)
@@ -333,16 +331,11 @@ def grid_kernel(target_dtype, columns=False):
 @njit(inline="always", **NUMBA_OPTIONS)
 def _divided_element(value, scale, factor, element_params, random, rand_bits):
     """The general kernel's stochastic rounding of float32 `value` in a block
-    with `scale`: ``core.scale.round_element`` of the float64 quotient (a
-    quotient below float64's normals from a nonzero value taken as
-    ``copysign(2**-1022, value)``), times `factor` (the scale, exactly, or 1
-    for the element itself)."""
+    with `scale`: ``core.scale.round_element`` of the float64 quotient (its
+    straight-line form: no deep elements), times `factor` (the scale,
+    exactly, or 1 for the element itself)."""
     value64 = np.float64(value)
-    quotient = value64 / scale
-    tiny = abs(quotient) < SMALLEST_NORMAL_64 and value64 != 0.0
-    quotient = (-SMALLEST_NORMAL_64 if value64 < 0.0 else SMALLEST_NORMAL_64) if tiny else quotient
-    rounded = bits_to_float64(round_bits(float64_to_bits(quotient), element_params, STOCHASTIC, random, rand_bits,
-                                         False))
+    rounded = round_element(value64 / scale, value64, element_params, STOCHASTIC, random, rand_bits, False)
     return rounded * factor  # (rounded once more where the target is float32)
 
 
