@@ -18,6 +18,8 @@ pass over a chunk one long vectorised loop (the comments above `chunked`). Its
 rounding loops run LANES elements at a time and prefetch the data PREFETCH
 elements ahead, so that the passes over memory overlap the arithmetic.
 """
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -938,6 +940,7 @@ FAST_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), typ
 FAST_KERNELS = tuple(_fast_kernel(mode) for mode in FAST_BITS_MODES)
 
 
+@functools.cache  # (the dispatcher's compile() costs ~20 us a call)
 def general_kernel(data_dtype):
     """`round_blocks` compiled (or loaded from numba's cache) for float32 or
     float64 data, on first use: its compiled entry point."""
@@ -946,6 +949,7 @@ def general_kernel(data_dtype):
     return round_blocks.overloads[signature.args].entry_point
 
 
+@functools.cache
 def fast_kernel(mode):
     """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
     from numba's cache, on first use), or None for a mode it does not serve."""

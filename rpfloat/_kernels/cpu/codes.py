@@ -19,6 +19,8 @@ with the sign bit on top. Decoding inverts this: ``s * 2**e`` from the fields,
 its power of two in two factors so that every step stays a normal float64
 (exact: the product is a value the format holds, so float64 holds it too).
 """
+import functools
+
 import numpy as np
 from numba import njit, types
 
@@ -115,6 +117,7 @@ DECODE_SIGNATURE = types.void(types.Array(types.uint64, 1, "C", readonly=True), 
                               FIELDS_TYPE)
 
 
+@functools.cache  # (the dispatcher's compile() costs ~20 us a call)
 def encode_kernel():
     """The compiled entry point of `encode_floats` (compiled, or loaded from
     numba's cache, on first use)."""
@@ -122,6 +125,7 @@ def encode_kernel():
     return encode_floats.overloads[ENCODE_SIGNATURE.args].entry_point
 
 
+@functools.cache
 def decode_kernel():
     """The compiled entry point of `decode_floats` (as `encode_kernel`)."""
     decode_floats.compile(DECODE_SIGNATURE)

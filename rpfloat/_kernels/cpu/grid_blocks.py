@@ -38,6 +38,8 @@ rounds the quotient with ``core.scale.round_element`` in a vectorised loop, the
 random numbers from Weyl words stepped per element (``core.stream``): the same
 numbers as ``random_bits``.
 """
+import functools
+
 import numpy as np
 from llvmlite import ir
 from numba import njit, types
@@ -319,6 +321,7 @@ def _entry_point(kernel, signature):
     return kernel.overloads[signature.args].entry_point
 
 
+@functools.cache  # (the dispatcher's compile() costs ~20 us a call)
 def grid_kernel(target_dtype, columns=False):
     """`round_grid_blocks` for a `target_dtype` (float32 or float64) result
     (`round_grid_columns` where `columns`)."""
@@ -396,6 +399,7 @@ def round_division_blocks(source, target, scales, element_params, float_params, 
             _nan_blocks(target_chunk, blocks, block_size, maxima, write_elements)
 
 
+@functools.cache
 def division_kernel(target_dtype, columns=False):
     """`round_division_blocks` for a `target_dtype` (float32 or float64) result
     (`round_division_columns` where `columns`)."""
