@@ -13,7 +13,8 @@ import numpy as np
 from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
-from ._kernels.cpu.blocks import fast_kernel, general_kernel
+from ._kernels.cpu.blocks import fast_kernel, general_kernel, rounds_by_adding
+from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
 from ._plan import check_rand_bits, random_key
@@ -27,6 +28,9 @@ _E8M0_NAN = 0xFF
 _SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 
+ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
+
+
 class ScaledPlan(NamedTuple):
     """What the block kernel needs for one format, mode and input dtype."""
 
@@ -34,6 +38,7 @@ class ScaledPlan(NamedTuple):
     result_dtype: np.dtype
     element_params: tuple   # in float64, saturating
     fast_params: tuple | None  # in float32, saturating, for the fast kernel (None: it does not apply)
+    by_adding: bool          # nearest: the fast kernel may round by adding (``blocks.rounds_by_adding``)
     grid: tuple | None       # for the grid kernel (significand scales, nearest; None: it does not apply)
     division: tuple | None   # the scale fields for the division kernel (significand scales, stochastic)
     scale_params: tuple
@@ -91,11 +96,13 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
         if (fast_params[P_MAX_NEG_BITS] == 0 or fast_params[P_MAX_POS_BITS] == 0
                 or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
             fast_params = None
+    by_adding = mode == Mode.NEAREST and fast_params is not None and rounds_by_adding(fast_params)
     grid = _grid(fmt) if kind == block_layout.SIGNIFICAND and mode == Mode.NEAREST else None
     division = None
     if kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0:
         division = _scale_fields(fmt)
-    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, grid, division,
+    return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, by_adding, grid,
+                      division,
                       scale_params, block_params, float_params, mode, rand_bits)
 
 
@@ -231,7 +238,7 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
                                              write_elements)
     elif fast is not None:
         fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
-             plan.fast_params, plan.element_params, block_params, float_params, int(plan.mode), key, offset,
+             plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
@@ -242,6 +249,12 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     else:
         scales = scales.reshape(array.shape[:axis] + (blocks,) + array.shape[axis + 1:])
     return result, scales, tensor_scale
+
+
+def _adding(plan: ScaledPlan) -> int:
+    """1 where the fast kernel rounds by adding a power of two: the plan allows it
+    and the calling thread rounds to nearest and keeps subnormals (else 0)."""
+    return int(plan.by_adding and environment() & ADDING_ENVIRONMENT == ADDING_ENVIRONMENT)
 
 
 def _zero_block_scale(block_params, float_params) -> float:

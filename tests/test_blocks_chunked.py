@@ -46,9 +46,14 @@ def _both(x, fmt, mode, key=2024, offset=7, rand_bits=64):
     blocks_per_row = -(-length // block_size)
     block_params = plan.block_params[:6] + (block_size, 0)
     fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
-    fast_kernel(int(plan.mode))(x.view(np.int32), fast_out.view(np.int32), fast_scales, plan.fast_params,
-                                plan.element_params, block_params, plan.float_params, int(plan.mode), key, offset,
-                                plan.rand_bits)
+    # nearest onto float elements: rounding by adding (what rp.round takes) and by bits, the same bits
+    for adding in ((0, 1) if plan.by_adding else (0,)):
+        fast_kernel(int(plan.mode))(x.view(np.int32), fast_out.view(np.int32), fast_scales, plan.fast_params,
+                                    plan.element_params, block_params, plan.float_params, adding, key, offset,
+                                    plan.rand_bits)
+        if not adding:
+            by_bits = fast_out.copy()
+    np.testing.assert_array_equal(fast_out.view(np.uint32), by_bits.view(np.uint32))
     general_out, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks_per_row, 1), plan.element_params,

@@ -11,6 +11,8 @@ from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.cpu.blocks import fast_kernel, general_kernel
 
+from fpenv import FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, X86_64_GLIBC, rounding_direction
+
 FORMATS = [
     rp.format("mxfp8_e4m3"), rp.format("mxfp8_e5m2"), rp.format("mxfp6_e2m3"), rp.format("mxfp6_e3m2"),
     rp.format("mxfp4_e2m1"), rp.format("mxint8"),
@@ -48,9 +50,14 @@ def _run_both(x, fmt, mode, key, rand_bits, offset=7):
         out = np.empty_like(x)
         scales = np.empty((rows, blocks))
         if fast:
-            fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
-                                        plan.element_params, block_params, plan.float_params, int(plan.mode), key,
-                                        offset, plan.rand_bits)
+            # nearest onto float elements: rounding by adding (what rp.round takes) and by bits
+            for adding in ((0, 1) if plan.by_adding else (0,)):
+                fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
+                                            plan.element_params, block_params, plan.float_params, adding, key,
+                                            offset, plan.rand_bits)
+                if not adding:
+                    by_bits = out.copy()
+            np.testing.assert_array_equal(out.view(np.uint32), by_bits.view(np.uint32))
         else:
             general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
                                        scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
@@ -124,3 +131,22 @@ def test_elements_the_fast_kernel_does_not_take(element):
             got = rp.round(x, fmt, mode, rng=3)
             want = rp.round(x.astype(np.float64), fmt, mode, rng=3)
             np.testing.assert_array_equal(got.astype(np.float64).view(np.uint64), want.view(np.uint64))
+
+
+@pytest.mark.skipif(not X86_64_GLIBC, reason="sets the rounding direction through glibc")
+@pytest.mark.parametrize("direction", [FE_DOWNWARD, FE_UPWARD, FE_TOWARDZERO])
+def test_nearest_by_adding_gives_way_to_another_rounding_direction(direction):
+    """MX nearest onto float elements rounds by adding a power of two, which
+    needs the thread to round to nearest: under another fesetround direction the
+    kernel rounds by bits, and the results (ties among them) stay the same."""
+    x = _data(8, 256, 11)
+    x[:, :64] = np.float32(1.0) + np.arange(64, dtype=np.float32) / np.float32(32)  # ties of e4m3 and e2m1
+    for name in ("mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1"):
+        plan = scaling.scaled_plan(rp.format(name), rp.Mode.NEAREST, None, None, np.float32)
+        assert plan.by_adding and scaling._adding(plan) == 1
+        want = rp.round(x, name)
+        with rounding_direction(direction):
+            assert scaling._adding(plan) == 0
+            got = rp.round(x, name)
+        np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+        np.testing.assert_array_equal(want, rp.round(x.astype(np.float64), name).astype(np.float32))

@@ -33,7 +33,8 @@ from ..core.bits import (
 )
 from ..core.layout import (
     P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
-    P_MAX_NEG_BITS, P_MAX_POS_BITS, P_NO_NEGATIVE_ZERO, PARAMS_TYPE, STOCHASTIC,
+    P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, P_NO_NEGATIVE_ZERO, P_OVERFLOW, P_WORD_BITS,
+    PARAMS_TYPE, NEAREST, OVERFLOW_WRAP, STOCHASTIC,
 )
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_EMAX, B_KIND, B_ROUNDING, B_S_MAX, B_S_MIN, B_TOP_SPACING_EXP, CEIL, EVEN,
@@ -45,6 +46,8 @@ from ..core.stream import (
     WEYL_32, keyed_bits, keyed_weyl, loop_constants, mix_high, mix_low, random_bits, segment_keys, top_bits_mask_32,
 )
 from .fast_bits import FAST_BITS_MODES, fast_round_bits
+from .fast_nearest_float import nearest_by_adding
+from .table import nearest_by_adding as nearest_by_adding_condition
 from .loops import fast_bounds
 
 BLOCK_PARAMS_TYPE = types.UniTuple(types.int64, N_BLOCK_PARAMS)
@@ -297,6 +300,7 @@ QUIET_NAN_32 = np.int32(0x7FC00000)
 SEGMENT_MASK = np.int64(0xFFFFFFFF)
 ALL_ONES_32 = np.uint32(0xFFFFFFFF)
 PIECE = 4096  # a long block's elements rounded at a time (they stay in cache)
+CARRIER_MAN_BITS_32 = np.int64(23)
 LANES = 32  # the elements of a run of the fast loops, and the least block size of a chunk
 PREFETCH = 4096  # how far ahead of the run it rounds a fast loop prefetches, in elements
 
@@ -340,6 +344,36 @@ def _fast_element(bits, shift_32, clamp, keyed_high, keyed_low, multipliers, par
     rounded = fast_round_bits(scaled, params, mode, random, rand_bits)
     rounded_magnitude = np.int32(rounded & MAGNITUDE_32)
     return np.int32(rounded + (shift_32 if rounded_magnitude != 0 else np.int32(0)))
+
+
+@njit(**NUMBA_OPTIONS)
+def _adding_element(bits, shift_32, clamp, drop_min, drop_offset, zero_sign):
+    """`_fast_element` in nearest rounding by adding a power of two
+    (``fast_nearest_float``): the same bits in half the operations, for the
+    element formats of `rounds_by_adding`, in a thread that rounds to nearest
+    (the kernel's `adding` argument). The shifted magnitude is a normal float32
+    in the fast range, and so is its power of two. A zero result keeps the sign
+    of `bits` where `zero_sign` is -1 (0: fixed point, which has no -0)."""
+    magnitude = np.int32(bits & MAGNITUDE_32)
+    sign = np.int32(bits ^ magnitude)
+    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
+    rounded = nearest_by_adding(y, drop_min, drop_offset, CARRIER_MAN_BITS_32)
+    return np.int32((rounded + shift_32) | sign) if rounded != 0 else np.int32(sign & zero_sign)
+
+
+def rounds_by_adding(params):
+    """Whether the fast kernel may round onto the element format of the float32
+    parameters `params` to nearest by adding a power of two (`_adding_element`):
+    floating-point formats with the kernel table's ``nearest_by_adding``
+    condition, and fixed point (saturating) whose power of two is the same for
+    every magnitude of the fast range, ``2**(carrier_man_bits - frac_bits)``
+    (the field ``fast_drop_offset``, with ``fast_drop_min`` 0), above them all and
+    a normal float32."""
+    if params[P_WORD_BITS] == 0:
+        return nearest_by_adding_condition(params)
+    top_field = params[P_FAST_HIGH_BITS] >> 23
+    return (params[P_OVERFLOW] != OVERFLOW_WRAP and params[P_FAST_LOW_BITS] == 0 < params[P_FAST_HIGH_BITS]
+            and params[P_FAST_DROP_MIN] == 0 and top_field < params[P_FAST_DROP_OFFSET] <= 254)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -496,8 +530,8 @@ def _below_range(bits, threshold):
 
 
 @njit(**NUMBA_OPTIONS)
-def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, params, element_params, mode, key,
-                 index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead):
+def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, by_adding, params, element_params,
+                 mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead):
     """Round a block, or a piece of a long one, whose least nonzero magnitude is
     `least`: in the fast loop where the block allows (`block_fast`), else in
     float64. Where `least` lies below the fast range, the elements below it
@@ -505,7 +539,8 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
     stochastic range of an int8 element, say, starts at 2**-8). Element ``a``
     draws random number ``index + a``. The fast loop runs LANES elements at a
     time and, with each run, prefetches the elements ``ahead + a`` of
-    `source_row` and `target_row` (PREFETCH elements further on)."""
+    `source_row` and `target_row` (PREFETCH elements further on). In nearest
+    rounding, where `by_adding`, its runs round by adding (`_adding_element`)."""
     shift_32 = np.int32(shift)
     low_fast = least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low)
     fast = block_fast and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1
@@ -520,6 +555,11 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
             _prefetch_run(source_row, target_row, ahead + run * LANES)
             source_run = source[run * LANES:run * LANES + LANES]
             target_run = target[run * LANES:run * LANES + LANES]
+            if mode == NEAREST and by_adding:
+                for a in range(LANES):
+                    target_run[a] = _adding_element(source_run[a], shift_32, clamp, params[P_FAST_DROP_MIN],
+                                                    params[P_FAST_DROP_OFFSET], constants[5])
+                continue
             for a in range(LANES):
                 target_run[a] = _fast_element(source_run[a], shift_32, clamp, keyed_high, keyed_low, multipliers,
                                               params, mode, rand_bits, constants)
@@ -741,10 +781,13 @@ def _fix_block(source, target, first, stop, kind, shift, low, top, element_param
 
 def _fast_kernel(mode):
     @njit(**NUMBA_OPTIONS)
-    def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, mode_unused,
+    def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, adding,
                              key, offset, rand_bits):
         rows, length = source.shape
         block_size = block_params[B_BLOCK_SIZE]
+        by_adding = adding != 0  # nearest by adding a power of two (`_adding_element`)
+        drop_min, drop_offset = params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET]
+        zero_sign = np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1)
         low, high = fast_bounds(params, mode, False)
         low = max(low, np.int64(SMALLEST_NORMAL_32))  # y must be a normal float32
         if mode == STOCHASTIC:
@@ -833,6 +876,11 @@ def _fast_kernel(mode):
                                         keyed_high = wrapping_add(keyed_high, weyl_step)
                                         keyed_low = wrapping_add(keyed_low, weyl_step)
                                     continue
+                            if mode == NEAREST and by_adding:
+                                for a in range(LANES):
+                                    target_run[a] = _adding_element(source_run[a], shift_32, clamp, drop_min,
+                                                                    drop_offset, zero_sign)
+                                continue
                             for a in range(LANES):
                                 if mode == STOCHASTIC:  # inlined here (in numba's IR): 10% faster
                                     target_run[a] = _stochastic_element(source_run[a], shift_32, clamp, keyed_high,
@@ -924,9 +972,9 @@ def _fast_kernel(mode):
                     if step >= pieces and block_fast and rounded_with[piece] == exponent:  # done so
                         continue
                     _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
-                                 piece_least[piece], block_fast, shift, exponent, low, clamp, params, element_params,
-                                 mode, key, index + piece_first, rand_bits, multipliers, weyl_step, constants,
-                                 source_row, target_row, first + piece_first + PREFETCH)
+                                 piece_least[piece], block_fast, shift, exponent, low, clamp, by_adding, params,
+                                 element_params, mode, key, index + piece_first, rand_bits, multipliers, weyl_step,
+                                 constants, source_row, target_row, first + piece_first + PREFETCH)
                     if step < pieces:
                         rounded_with[piece] = exponent
 
