@@ -149,4 +149,5 @@ def test_nearest_by_adding_gives_way_to_another_rounding_direction(direction):
             assert scaling._adding(plan) == 0
             got = rp.round(x, name)
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
-        np.testing.assert_array_equal(want, rp.round(x.astype(np.float64), name).astype(np.float32))
+        reference = rp.round(x.astype(np.float64), name).astype(np.float32)  # the general kernel
+        np.testing.assert_array_equal(want.view(np.uint32), reference.view(np.uint32))
