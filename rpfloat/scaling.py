@@ -13,7 +13,7 @@ import numpy as np
 from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
-from ._kernels.cpu.blocks import fast_kernel, general_kernel, rounds_by_adding
+from ._kernels.cpu.blocks import column_kernel, fast_kernel, general_kernel, rounds_by_adding
 from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
@@ -220,13 +220,14 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     result = out if direct else np.empty(array.shape, work_dtype)
     scales = np.empty((outer, blocks, inner), np.float64)
     rows, row_scales = (outer, length), (outer, blocks)
-    fast = None
-    if work_dtype == np.float32 and inner == 1 and plan.fast_params is not None and not write_elements:
-        fast = fast_kernel(int(plan.mode))  # None for a mode it does not serve
     # (blocks along another axis than the last: the kernels' column forms, on 3-D data; the
     # entry points check no types, so the layout and the kernel must agree)
     columns = inner != 1
     layout, scales_layout = ((outer, length, inner), scales.shape) if columns else (rows, row_scales)
+    fast = None
+    if work_dtype == np.float32 and plan.fast_params is not None and not write_elements:
+        # None for a mode it does not serve
+        fast = column_kernel(int(plan.mode)) if columns else fast_kernel(int(plan.mode))
     if significand and plan.mode == Mode.NEAREST:
         grid_kernel(work_dtype, columns)(array.reshape(layout).view(np.int32), result.reshape(layout),
                                          scales.reshape(scales_layout), float_params, *plan.grid, block_size,
@@ -237,7 +238,7 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
                                              plan.division, block_size, key, offset, plan.rand_bits,
                                              write_elements)
     elif fast is not None:
-        fast(array.reshape(rows).view(np.int32), result.reshape(rows).view(np.int32), scales.reshape(row_scales),
+        fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
              plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
     else:

@@ -1006,3 +1006,191 @@ def fast_kernel(mode):
     kernel = FAST_KERNELS[FAST_BITS_MODES.index(mode)]
     kernel.compile(FAST_SIGNATURE)
     return kernel.overloads[FAST_SIGNATURE.args].entry_point
+
+
+# -- the fast kernel's column form: float32 data, power-of-two scales, blocks along
+# another axis than the last --
+#
+# The data arrive as ``(outer, length, inner)`` with inner > 1: a block is
+# `block_size` rows of `inner` contiguous elements, one scale per block and inner
+# index. The chunked passes above, vectorised over the inner index instead of
+# over a block's elements: for each outer index and block of rows,
+#
+# A. every column's largest magnitude and least nonzero one (`_column_extremes`),
+#    one loop over the inner index per four rows;
+# B. every column's scale, shift and kind (`scale_blocks`, its blocks being the
+#    columns), with `_round_piece`'s fast range (no wide stochastic loop);
+# C. every element rounded by the fast loop (`_adding_element` or
+#    `_fast_element`), row by row, one loop over the inner index with each
+#    column's shift (a row's random numbers are consecutive: the Weyl words
+#    stepped along it);
+# D. the columns that are not FAST_BLOCK, again (`_fix_columns`): found once per
+#    block, so that a row visits only those.
+#
+# Element ``(o, a, i)`` draws random number ``offset + (o * length + a) * inner + i``
+# (`round_blocks`'); a row whose counters cross a 2**32 segment is rounded in
+# float64 (pass C). Neither prefetching the next block's rows nor passes over
+# tiles of 1024 inner indices (a block of 32 rows of 4096 is 512 KiB) made it
+# faster on (2048, 4096) data blocked along the first axis.
+
+
+@njit(**NUMBA_OPTIONS)
+def _column_extremes(source, o, first, stop, largest, least):
+    """Pass A of the column kernel: the largest magnitude (int32) and the least
+    nonzero magnitude less 1 (`_least_key`, uint32; all ones: none) over rows
+    `first` to `stop` of ``source[o]`` (int32 float32 bits), for each inner
+    index, into `largest` and `least`. Four rows at a time: a loop over one row
+    loads and stores the two extremes per element, which took twice the time of
+    the loads of the data (the extremes of 4096 columns fill the L1 cache)."""
+    largest[:] = 0
+    least[:] = ALL_ONES_32
+    a = first
+    while a + 4 <= stop:
+        row_0, row_1, row_2, row_3 = source[o, a], source[o, a + 1], source[o, a + 2], source[o, a + 3]
+        for i in range(row_0.size):  # vectorised
+            magnitude_0, magnitude_1 = np.int32(row_0[i] & MAGNITUDE_32), np.int32(row_1[i] & MAGNITUDE_32)
+            magnitude_2, magnitude_3 = np.int32(row_2[i] & MAGNITUDE_32), np.int32(row_3[i] & MAGNITUDE_32)
+            big = max(max(magnitude_0, magnitude_1), max(magnitude_2, magnitude_3))
+            small = min(min(_least_key(magnitude_0), _least_key(magnitude_1)),
+                        min(_least_key(magnitude_2), _least_key(magnitude_3)))
+            largest[i] = max(largest[i], big)
+            least[i] = min(least[i], small)
+        a += 4
+    for a in range(a, stop):  # the last rows of a block of other than a multiple of 4
+        row = source[o, a]
+        for i in range(row.size):  # vectorised
+            magnitude = np.int32(row[i] & MAGNITUDE_32)
+            largest[i] = max(largest[i], magnitude)
+            least[i] = min(least[i], _least_key(magnitude))
+
+
+@njit(**NUMBA_OPTIONS)
+def _slow_columns(kinds, columns):
+    """The inner indices whose `kinds` are not FAST_BLOCK, into the first
+    entries of `columns`: their count."""
+    count = 0
+    for i in range(kinds.size):
+        if kinds[i] != FAST_BLOCK:
+            columns[count] = i
+            count += 1
+    return count
+
+
+@njit(**NUMBA_OPTIONS)
+def _fix_columns(source, target, o, first, stop, columns, count, kinds, shifts, low, top, element_params, mode, key,
+                 offset, rand_bits):
+    """Pass D of the column kernel for the block of rows `first` to `stop` of
+    ``source[o]``: at the `count` inner indices `columns` (those not FAST_BLOCK),
+    by their `kinds`, a NaN block's elements NaN, a FLOAT64_BLOCK's elements in
+    float64 (`round_in_float64`) and of a SOME_ELEMENTS block the nonzero
+    elements below the float32 normals or whose shifted magnitude lies outside
+    [`low`, `top`] in float64 too: `_fix_block`'s decisions. Element
+    ``(o, a, i)`` draws random number ``offset + (o * length + a) * inner + i``."""
+    length, inner = source.shape[1], source.shape[2]
+    for a in range(first, stop):
+        source_row, target_row = source[o, a], target[o, a]
+        index = offset + (o * length + a) * inner
+        for j in range(count):
+            i = columns[j]
+            kind = kinds[i]
+            if kind == NAN_BLOCK:
+                target_row[i] = QUIET_NAN_32
+                continue
+            shift = np.int64(shifts[i])
+            magnitude = np.int64(source_row[i] & MAGNITUDE_32)
+            if kind == FLOAT64_BLOCK or (magnitude != 0 and (magnitude < SMALLEST_NORMAL_32 or magnitude - shift < low
+                                                              or magnitude - shift > top)):
+                target_row[i] = round_in_float64(source_row[i], shift >> 23, element_params, mode, key, index + i,
+                                                 rand_bits)
+
+
+def _fast_columns(mode):
+    @njit(**NUMBA_OPTIONS)
+    def round_columns_float32(source, target, scales, params, element_params, block_params, float_params, adding,
+                              key, offset, rand_bits):
+        """The fast kernel for 3-D float32 data ``(outer, length, inner)`` (int32
+        bits) blocked along the middle axis, scales ``(outer, blocks, inner)``:
+        passes A to D of the comment above, per outer index and block of rows,
+        with `_round_piece`'s range and decisions."""
+        outer, length, inner = source.shape
+        block_size = block_params[B_BLOCK_SIZE]
+        by_adding = adding != 0  # nearest by adding a power of two (`_adding_element`)
+        drop_min, drop_offset = params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET]
+        zero_sign = np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1)
+        low, high = fast_bounds(params, mode, False)
+        low = max(low, np.int64(SMALLEST_NORMAL_32))  # y must be a normal float32
+        if mode == STOCHASTIC:
+            low = stochastic_low(params, low)
+        element_max = float_params[F_ELEMENT_MAX]
+        quantum = params[P_BELOW_QUANTUM_BITS]  # the element's smallest positive value
+        largest_result = params[P_MAX_POS_BITS]
+        multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))
+        constants = stochastic_constants(params, rand_bits)
+        # as in `_fast_kernel`: where both signs saturate at the same magnitude, the
+        # loop clamps y to it, and every y beyond rounds to it in every mode
+        top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
+        clamp = np.int32(high)
+        largest = np.empty(inner, np.int32)
+        least = np.empty(inner, np.uint32)
+        shifts = np.empty(inner, np.int32)
+        kinds = np.empty(inner, np.int8)
+        columns = np.empty(inner, np.int64)
+        for o in range(outer):
+            for block, first in enumerate(range(0, length, block_size)):
+                stop = min(first + block_size, length)
+                _column_extremes(source, o, first, stop, largest, least)
+                worst = scale_blocks(largest, least, inner, scales[o, block], shifts, kinds, block_params,
+                                     element_max, low, top, largest_result, quantum, low, top, None)
+                for a in range(first, stop):
+                    source_row, target_row = source[o, a], target[o, a]
+                    index = offset + (o * length + a) * inner
+                    if mode >= STOCHASTIC and (index & SEGMENT_MASK) + inner > SEGMENT_MASK + 1:
+                        # random counters crossing a 2**32 segment (once in 2**32 elements): in
+                        # float64 (pass D makes the NaN blocks' elements NaN)
+                        for i in range(inner):
+                            target_row[i] = round_in_float64(source_row[i], np.int64(shifts[i]) >> 23,
+                                                             element_params, mode, key, index + i, rand_bits)
+                        continue
+                    if mode == NEAREST and by_adding:
+                        for i in range(inner):  # vectorised
+                            target_row[i] = _adding_element(source_row[i], shifts[i], clamp, drop_min, drop_offset,
+                                                            zero_sign)
+                        continue
+                    keys = (np.uint32(0), np.uint32(0))
+                    if mode >= STOCHASTIC:
+                        keys = segment_keys(key, np.uint64(index) >> np.uint64(32))
+                    keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
+                    for i in range(inner):  # vectorised
+                        target_row[i] = _fast_element(source_row[i], shifts[i], clamp, keyed_high, keyed_low,
+                                                      multipliers, params, mode, rand_bits, constants)
+                        keyed_high = wrapping_add(keyed_high, weyl_step)
+                        keyed_low = wrapping_add(keyed_low, weyl_step)
+                if worst != FAST_BLOCK:
+                    count = _slow_columns(kinds, columns)
+                    _fix_columns(source, target, o, first, stop, columns, count, kinds, shifts, low, top,
+                                 element_params, mode, key, offset, rand_bits)
+
+    return round_columns_float32
+
+
+COLUMN_SIGNATURE = types.void(types.Array(types.int32, 3, "C", readonly=True), types.Array(types.int32, 3, "C"),
+                              types.Array(types.float64, 3, "C"), *FAST_SIGNATURE.args[3:])
+# the modes of the column form: MX's (nearest to cast, stochastic for gradients). Each
+# mode is a kernel of its own, 3.5 s to compile from scratch, and the tests compile
+# every one; the other modes of FAST_BITS_MODES would take it as they are (add them here)
+COLUMN_MODES = (NEAREST, STOCHASTIC)
+# by mode, as COLUMN_MODES; compiled on first use
+COLUMN_KERNELS = tuple(_fast_columns(mode) for mode in COLUMN_MODES)
+
+
+@functools.cache
+def column_kernel(mode):
+    """The compiled entry point of the fast kernel's column form for `mode`
+    (3-D data blocked along the middle axis; compiled, or loaded from numba's
+    cache, on first use), or None for a mode it does not serve (the general
+    kernel rounds those)."""
+    if mode not in COLUMN_MODES:
+        return None
+    kernel = COLUMN_KERNELS[COLUMN_MODES.index(mode)]
+    kernel.compile(COLUMN_SIGNATURE)
+    return kernel.overloads[COLUMN_SIGNATURE.args].entry_point
