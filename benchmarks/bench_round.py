@@ -343,6 +343,7 @@ class Case:
     peer_note: str = ""
     value_sets: tuple = VALUE_SETS
     copy_into: np.dtype | None = None  # a reference row: np.copyto of the input into this dtype
+    rows: int | None = None  # the input as a matrix of this many rows (where they divide the size)
 
     def what(self) -> str:
         if self.copy_into is not None:
@@ -386,6 +387,10 @@ def build_cases(peers: list[Peer]) -> list[Case]:
         target = "-" if label.startswith("nvfp4") else "≥ 0.5"
         for mode in ("nearest", "stochastic"):
             cases.append(Case("scaled", label, fmt, mode, f32, target=target, value_sets=("gauss",)))
+    # MX blocked along the first axis of a matrix (1e7: 2500 x 4000): the column kernels
+    for mode in ("nearest", "stochastic"):
+        cases.append(Case("scaled", "mxfp8_e4m3 along axis 0", rp.ScaledFormat("e4m3", block_size=32, axis=0), mode,
+                          f32, value_sets=("gauss",), rows=2500))
     for label in ("bfloat16", "e4m3"):
         fmt, ml = fmts[label]
         for threads in (1, 2):
@@ -505,6 +510,8 @@ class Runner:
             return row
         try:
             x = make_input(case.fmt, value_set, case.dtype, n) if case.fmt is not None else None
+            if case.rows is not None and n % case.rows == 0:
+                x = x.reshape(case.rows, -1)
             if case.copy_into is not None:
                 x = self.copy_source(n, case.dtype)
                 out = np.empty(n, case.copy_into)
