@@ -16,7 +16,13 @@ The fast kernel (float32 data blocked along the last axis, power-of-two scales,
 blocks of a power of two elements (MX: 32), in chunks of CHUNK elements, each
 pass over a chunk one long vectorised loop (the comments above `chunked`). Its
 rounding loops run LANES elements at a time and prefetch the data PREFETCH
-elements ahead, so that the passes over memory overlap the arithmetic.
+elements ahead, so that the passes over memory overlap the arithmetic. In
+nearest rounding onto the element formats of `rounds_by_adding` (MX's float
+elements, mxint8's fixed point) each element is rounded by adding a power of
+two (`_adding_element`) where the thread rounds to nearest, else by its bits.
+Its column form (``column_kernel``: blocks along another axis than the last,
+nearest and stochastic) runs the same passes vectorised over the inner index
+(the comment above `_fast_columns`).
 """
 import functools
 
