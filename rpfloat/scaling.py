@@ -324,20 +324,28 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
         if np.any(~nan & ((codes64 < 0) | (codes64 > high - low))):
             raise ValueError(f"scale codes must lie in [0, {high - low}] for {fmt!r}")
         scales = np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
-    values = elements * _broadcast_scales(scales, element_codes.shape, fmt)
+    values = _scaled_values(elements, scales, fmt)
     return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32
 
 
-def _broadcast_scales(scales, shape, fmt: ScaledFormat):
-    """The per-block `scales` repeated over their blocks, to `shape`."""
+def _scaled_values(elements, scales, fmt: ScaledFormat):
+    """The float64 `elements` times their blocks' `scales` (checked against the
+    elements' shape): where the blocked axis holds whole blocks, one product of
+    the elements viewed as ``(outer, blocks, block_size, inner)`` with the scales
+    broadcast over each block; else with the scales repeated to the elements'
+    shape (a ragged last block)."""
+    shape = elements.shape
     outer, length, inner, block_size, axis = block_layout_of(shape, fmt)
     if axis is None:
         if scales.shape != ():
             raise ValueError(f"a format with one scale per array takes one scale code, got shape {scales.shape}")
-        return scales
+        return elements * scales
     blocks = -(-length // block_size) if length else 0
     expected = shape[:axis] + (blocks,) + shape[axis + 1:]
     if scales.shape != expected:
         raise ValueError(f"scale codes must have shape {expected} for element codes of shape {shape}, "
                          f"got {scales.shape}")
-    return np.repeat(scales, block_size, axis=axis).take(np.arange(length), axis=axis)
+    if length % block_size == 0:
+        blocked = elements.reshape(outer, blocks, block_size, inner)
+        return (blocked * scales.reshape(outer, blocks, 1, inner)).reshape(shape)
+    return elements * np.repeat(scales, block_size, axis=axis).take(np.arange(length), axis=axis)

@@ -514,6 +514,25 @@ def test_encode_decode_round_trip(fmt):
                             f"{fmt!r} {mode} {np.dtype(dtype).name}: decode(encode(x)) vs round(x)")
 
 
+@pytest.mark.parametrize("shape, fmt", [
+    ((4, 64), rp.format("mxfp8_e4m3")),                                 # whole blocks along the last axis
+    ((64, 3), rp.ScaledFormat("e2m1", block_size=32, axis=0)),          # whole blocks along the first
+    ((2, 32, 5), rp.ScaledFormat("e3m2", block_size=8, axis=1)),
+    ((2, 30, 5), rp.ScaledFormat("e3m2", block_size=8, axis=1)),        # a ragged last block
+    ((3, 0), rp.format("mxfp4_e2m1")),
+], ids=str)
+def test_decode_scales_whole_and_ragged_blocks(shape, fmt):
+    """decode multiplies each element by its own block's scale, whether the
+    blocked axis holds whole blocks or ends in a ragged one; scale codes of
+    another shape are refused."""
+    x = sample(np.random.default_rng(7), shape, np.float32, 3)
+    codes = rp.encode(x, fmt)
+    assert_same(rp.decode(codes, fmt), rp.round(x, fmt).astype(np.float64), f"{fmt!r} {shape}")
+    if x.size:
+        with pytest.raises(ValueError, match="scale codes must have shape"):
+            rp.decode((codes.elements, codes.scales[..., :1]), fmt)
+
+
 # -- NVFP4 -----------------------------------------------------------------------------------
 
 
