@@ -12,7 +12,9 @@ import numpy as np
 
 from . import _codes
 from ._kernels.core import scale as block_layout
-from ._kernels.core.layout import P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS
+from ._kernels.core.layout import (
+    P_BELOW_QUANTUM_BITS, P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS,
+)
 from ._kernels.cpu.blocks import column_kernel, fast_kernel, general_kernel, rounds_by_adding
 from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
@@ -29,6 +31,7 @@ _SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 
 ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
+_LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
 
 
 class ScaledPlan(NamedTuple):
@@ -283,9 +286,40 @@ def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bi
     """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    elements, scales, tensor_scale = run_blocks(array, plan, key, 0, True)
+    elements_and_scales = _elements_from_values(array, plan, key)
+    if elements_and_scales is not None:
+        (elements, scales), tensor_scale = elements_and_scales, None
+    else:
+        elements, scales, tensor_scale = run_blocks(array, plan, key, 0, True)
     element_codes = _codes.encode_values(elements, fmt.element)
     return ScaledCodes(element_codes, scale_codes(scales, fmt, tensor_scale), tensor_scale)
+
+
+def _elements_from_values(array, plan: ScaledPlan, key):
+    """``(elements, scales)`` for `rp.encode` from the float32 values that the
+    fast kernels round float32 (or narrower) data to, divided by their blocks'
+    power-of-two scales (exact); None where that does not apply (other data,
+    significand scales) or could lose bits, for the caller to take the general
+    kernel's elements. A value ``q * 2**s`` is a float32 exactly wherever it
+    is finite: it is a multiple of ``2**(quantum + s_min)``, at least 2**-149
+    (checked: the element's least positive value ``2**quantum``, the least
+    scale ``2**s_min``), with fewer significant bits than float32's; an
+    infinite value (``q * 2**s`` past float32's max: ceil scales of data
+    near it) sends the call to the general kernel. A NaN block's elements
+    are 0 (its scale is NaN), as the general kernel writes them."""
+    if (plan.fast_params is None or plan.fmt.scale_range is None or array.dtype.kind != "f"
+            or array.dtype.itemsize > 4):
+        return None
+    quantum = np.array([plan.fast_params[P_BELOW_QUANTUM_BITS]], np.int64).astype(np.int32).view(np.float32)[0]
+    if math.frexp(float(quantum))[1] - 1 + plan.fmt.scale_range[0] < _LEAST_FLOAT32_EXPONENT:
+        return None
+    values, scales, _ = run_blocks(array, plan, key, 0, False)
+    if np.isinf(values).any():
+        return None
+    elements = _scaled_values(values.astype(np.float64), 1.0 / scales, plan.fmt)
+    if np.isnan(scales).any():  # a NaN block's elements are 0, as the general kernel writes them
+        np.copyto(elements, 0.0, where=np.isnan(elements))
+    return elements, scales
 
 
 def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarray:

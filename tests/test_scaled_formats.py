@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 import rpfloat as rp
 from rpfloat.rounding import round_chunk
+from rpfloat import scaling
+from rpfloat._plan import random_key
 from rpfloat.scaling import ScaledCodes
 from reference import DETERMINISTIC_MODES, STOCHASTIC_MODES, encode_reference, floor_log2
 from scaled_reference import (
@@ -531,6 +533,47 @@ def test_decode_scales_whole_and_ragged_blocks(shape, fmt):
     if x.size:
         with pytest.raises(ValueError, match="scale codes must have shape"):
             rp.decode((codes.elements, codes.scales[..., :1]), fmt)
+
+
+@pytest.mark.parametrize("fmt", [
+    rp.format("mxfp8_e4m3"), rp.format("mxfp8_e5m2"), rp.format("mxfp6_e3m2"), rp.format("mxfp4_e2m1"),
+    rp.format("mxint8"), rp.ScaledFormat("e4m3", block_size=32, scale_rounding="ceil"),
+    rp.ScaledFormat("e2m1", block_size=8, scale_rounding="rceil", axis=0),
+    rp.ScaledFormat("e4m3", block_size=16, scale_format=(-10, 10)),
+], ids=repr)
+def test_encode_takes_elements_from_the_fast_values(fmt):
+    """rp.encode of float32 data onto power-of-two scales divides the fast
+    kernels' float32 values by their scales: the general kernel's elements and
+    scales bit for bit, subnormal float32 values and NaN blocks included; where
+    a value overflows float32 (ceil scales of data near its max) the general
+    kernel's elements are taken."""
+    rng = np.random.default_rng(11)
+    for exponent in (-140, -126, 0, 100):
+        x = sample(rng, (16, 64), np.float32, exponent)
+        x[3, :8] = np.nan
+        for mode, seed in (("nearest", None), ("toward_zero", None), ("stochastic", 5)):
+            plan = scaling.scaled_plan(fmt, mode, None, None, x.dtype)
+            key = random_key(seed) if seed is not None else 0
+            got = scaling._elements_from_values(x, plan, key)
+            assert got is not None, (fmt, exponent, mode)
+            want_elements, want_scales, _ = scaling.run_blocks(x, plan, key, 0, True)
+            assert_same(got[0], want_elements, f"{fmt!r} 2**{exponent} {mode}: elements")
+            assert_same(got[1], want_scales, f"{fmt!r} 2**{exponent} {mode}: scales")
+    # bfloat16 elements: least value 2**-133, so values q * 2**s reach below 2**-149; the gate leaves
+    # them to the general kernel (it asks for every multiple of the least value times the least scale)
+    tiny = sample(rng, (4, 32), np.float32, -135)
+    bfloat16_blocks = rp.ScaledFormat("bfloat16", block_size=32)
+    plan = scaling.scaled_plan(bfloat16_blocks, "nearest", None, None, np.float32)
+    assert scaling._elements_from_values(tiny, plan, 0) is None
+    decoded = rp.decode(rp.encode(tiny, bfloat16_blocks), bfloat16_blocks)
+    assert_same(decoded, rp.round(tiny, bfloat16_blocks).astype(np.float64))
+    # ceil: scale 2**(128 - 8), elements 3.4e38 / 2**120 -> 256, values 2**128: inf in float32
+    near_max = np.full((2, 32), 3.4e38, np.float32)
+    ceil_blocks = rp.ScaledFormat("e4m3", block_size=32, scale_rounding="ceil")
+    plan = scaling.scaled_plan(ceil_blocks, "nearest", None, None, np.float32)
+    assert np.isinf(rp.round(near_max, ceil_blocks)).all()
+    assert scaling._elements_from_values(near_max, plan, 0) is None
+    assert_same(rp.decode(rp.encode(near_max, ceil_blocks), ceil_blocks), np.full((2, 32), 2.0**128))
 
 
 # -- NVFP4 -----------------------------------------------------------------------------------
