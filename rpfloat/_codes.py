@@ -74,12 +74,15 @@ def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
     """float64 values of the integer `codes` of `fmt`."""
     if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= 1 << fmt.bits):
         raise ValueError(f"codes must lie in [0, 2**{fmt.bits}) for {fmt!r}")
-    codes = codes.astype(np.uint64)
     if isinstance(fmt, FixedFormat):
-        words = codes.astype(np.int64)
-        if fmt.signed:
-            words = np.where(words >= 1 << (fmt.bits - 1), words - (1 << fmt.bits), words)
+        if fmt.signed and codes.dtype.kind == "u" and codes.dtype.itemsize * 8 == fmt.bits:
+            words = codes.view(codes.dtype.str.replace("u", "i"))  # two's complement as is, same byte order
+        else:
+            words = codes.astype(np.int64)
+            if fmt.signed:  # codes from 2**(bits - 1) up are negative
+                words -= (words >> (fmt.bits - 1)) << fmt.bits
         return np.ldexp(words.astype(np.float64), -fmt.frac_bits)
+    codes = codes.astype(np.uint64)
     flat = np.ascontiguousarray(codes).reshape(-1)
     values = np.empty(flat.size, np.float64)
     code_kernels.decode_kernel()(flat, values, code_fields(fmt))

@@ -1,6 +1,7 @@
 """The array contract of rp.round / encode / decode (docs/rounding.md, docs/codes.md): dtypes, shapes,
 strides, byte order, out=, scalars, complex, randomness plumbing and bad input."""
 import ast
+import math
 import concurrent.futures
 import os
 import subprocess
@@ -417,6 +418,22 @@ def test_fixed_point_codes_are_twos_complement():
     np.testing.assert_array_equal(codes, [0xF0, 0xFF, 0x00, 0x08, 0x7F, 0x7F])
     np.testing.assert_array_equal(rp.decode(codes, "q4.4"), [-1.0, -0.0625, 0.0, 0.5, 7.9375, 7.9375])
     assert rp.encode([3.0], "uq2.1").tolist() == [6]
+
+
+@pytest.mark.parametrize("fmt", [rp.FixedFormat(4, 4), rp.FixedFormat(3, 2), rp.FixedFormat(8, 8),
+                                 rp.FixedFormat(8, 0), rp.format("uq4.4")], ids=repr)
+def test_fixed_point_decode_reads_every_code(fmt):
+    """Every code of a fixed-point format decodes to its two's complement
+    integer (unsigned formats: the code itself) times 2**-frac_bits, whether
+    the codes come in their own dtype, byte-swapped or as int64."""
+    codes = np.arange(2**fmt.bits, dtype=np.int64)
+    signed = fmt.min < 0
+    integers = np.where(signed & (codes >= 2 ** (fmt.bits - 1)), codes - 2**fmt.bits, codes)
+    want = [math.ldexp(int(k), -fmt.frac_bits) for k in integers]
+    own = codes.astype(rp.encode([0.0], fmt).dtype)
+    for given in (own, own.astype(own.dtype.newbyteorder()), codes):
+        np.testing.assert_array_equal(rp.decode(given, fmt), want)
+        assert not np.shares_memory(rp.decode(given, fmt), given)
 
 
 def test_encode_nan_without_nan_code_is_a_value_error():
