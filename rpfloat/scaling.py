@@ -105,8 +105,7 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
     if kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0:
         division = _scale_fields(fmt)
     return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, by_adding, grid,
-                      division,
-                      scale_params, block_params, float_params, mode, rand_bits)
+                      division, scale_params, block_params, float_params, mode, rand_bits)
 
 
 def _scale_fields(fmt: ScaledFormat):
