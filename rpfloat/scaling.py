@@ -315,7 +315,7 @@ def _elements_from_values(array, plan: ScaledPlan, key):
     values, scales, _ = run_blocks(array, plan, key, 0, False)
     if np.isinf(values).any():
         return None
-    elements = _scaled_values(values.astype(np.float64), 1.0 / scales, plan.fmt)
+    elements = np.asarray(_scaled_values(values.astype(np.float64), 1.0 / scales, plan.fmt))  # (0-d: a scalar)
     if np.isnan(scales).any():  # a NaN block's elements are 0, as the general kernel writes them
         np.copyto(elements, 0.0, where=np.isnan(elements))
     return elements, scales

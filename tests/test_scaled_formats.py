@@ -576,6 +576,22 @@ def test_encode_takes_elements_from_the_fast_values(fmt):
     assert_same(rp.decode(rp.encode(near_max, ceil_blocks), ceil_blocks), np.full((2, 32), 2.0**128))
 
 
+@pytest.mark.parametrize("value", [np.nan, np.inf, -np.inf])
+def test_encode_a_lone_nan_or_inf(value):
+    """A 0-d NaN or inf is a NaN block: element code 0 and E8M0's NaN scale code
+    (for float16 and float32 data alike); a scale format without a NaN code
+    refuses it."""
+    for dtype in (np.float32, np.float16, np.float64):
+        for name in ("mxfp8_e4m3", "mxfp4_e2m1", "mxint8"):
+            codes = rp.encode(np.array(value, dtype), name)
+            assert codes.elements.shape == codes.scales.shape == ()
+            assert (int(codes.elements), int(codes.scales)) == (0, 0xFF)
+            assert np.isnan(rp.decode(codes, name))
+    integer_scales = rp.ScaledFormat("e4m3", block_size=32, scale_format=(-10, 10))
+    with pytest.raises(ValueError, match="NaN scale code"):
+        rp.encode(np.float32(value), integer_scales)
+
+
 # -- NVFP4 -----------------------------------------------------------------------------------
 
 
