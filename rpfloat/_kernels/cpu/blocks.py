@@ -785,6 +785,24 @@ def _fix_block(source, target, first, stop, kind, shift, low, top, element_param
             target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
 
 
+@njit(**NUMBA_OPTIONS)
+def fast_range(params, mode):
+    """``(low, high, top, clamp)`` of the fast kernels (rows and columns alike):
+    the least shifted magnitude of the fast loop (`fast_bounds`' low, at least
+    float32's least normal: y must be a normal float32; in stochastic rounding
+    `stochastic_low`'s), the top of the element's fast range `high`, the largest
+    shifted magnitude a fast block may hold `top` (where both signs saturate at
+    the same magnitude every y beyond it rounds to it in every mode, so any:
+    the loop clamps y to it; else `high`, and such blocks take float64), and
+    that clamp as an int32."""
+    low, high = fast_bounds(params, mode, False)
+    low = max(low, np.int64(SMALLEST_NORMAL_32))
+    if mode == STOCHASTIC:
+        low = stochastic_low(params, low)
+    top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
+    return low, high, top, np.int32(high)
+
+
 def _fast_kernel(mode):
     @njit(**NUMBA_OPTIONS)
     def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, adding,
@@ -794,20 +812,13 @@ def _fast_kernel(mode):
         by_adding = adding != 0  # nearest by adding a power of two (`_adding_element`)
         drop_min, drop_offset = params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET]
         zero_sign = np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1)
-        low, high = fast_bounds(params, mode, False)
-        low = max(low, np.int64(SMALLEST_NORMAL_32))  # y must be a normal float32
-        if mode == STOCHASTIC:
-            low = stochastic_low(params, low)
+        low, high, top, clamp = fast_range(params, mode)
         element_max = float_params[F_ELEMENT_MAX]
         quantum = params[P_BELOW_QUANTUM_BITS]  # the element's smallest positive value
         largest_result = params[P_MAX_POS_BITS]
         multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))  # kept in registers (bits.hidden_zero)
         constants = stochastic_constants(params, rand_bits)
         wide = wide_constants(params, rand_bits)
-        # where both signs saturate at the same magnitude, every y beyond it rounds to
-        # it in every mode: the loop clamps y to it (else such blocks take float64)
-        top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
-        clamp = np.int32(high)
         # where the positive max is the lesser (two's complement: mxint8's 127/64 and -2),
         # the wide loop clamps y to the negative max and the positive results to theirs
         # (`result_max`: one signed minimum of the result's bits, which leaves the negative
@@ -1123,19 +1134,12 @@ def _fast_columns(mode):
         by_adding = adding != 0  # nearest by adding a power of two (`_adding_element`)
         drop_min, drop_offset = params[P_FAST_DROP_MIN], params[P_FAST_DROP_OFFSET]
         zero_sign = np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1)
-        low, high = fast_bounds(params, mode, False)
-        low = max(low, np.int64(SMALLEST_NORMAL_32))  # y must be a normal float32
-        if mode == STOCHASTIC:
-            low = stochastic_low(params, low)
+        low, high, top, clamp = fast_range(params, mode)
         element_max = float_params[F_ELEMENT_MAX]
         quantum = params[P_BELOW_QUANTUM_BITS]  # the element's smallest positive value
         largest_result = params[P_MAX_POS_BITS]
         multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))
         constants = stochastic_constants(params, rand_bits)
-        # as in `_fast_kernel`: where both signs saturate at the same magnitude, the
-        # loop clamps y to it, and every y beyond rounds to it in every mode
-        top = np.int64(INF_32 - 1) if params[P_MAX_POS_BITS] == params[P_MAX_NEG_BITS] else high
-        clamp = np.int32(high)
         largest = np.empty(inner, np.int32)
         least = np.empty(inner, np.uint32)
         shifts = np.empty(inner, np.int32)
