@@ -54,7 +54,7 @@ from ..core.stream import (
 from .fast_bits import FAST_BITS_MODES, fast_round_bits
 from .fast_nearest_float import nearest_by_adding
 from .table import nearest_by_adding as nearest_by_adding_condition
-from .loops import fast_bounds
+from .loops import compiled, fast_bounds
 
 BLOCK_PARAMS_TYPE = types.UniTuple(types.int64, N_BLOCK_PARAMS)
 FLOAT_PARAMS_TYPE = types.UniTuple(types.float64, N_FLOAT_PARAMS)
@@ -1009,9 +1009,7 @@ FAST_KERNELS = tuple(_fast_kernel(mode) for mode in FAST_BITS_MODES)
 def general_kernel(data_dtype):
     """`round_blocks` compiled (or loaded from numba's cache) for float32 or
     float64 data, on first use: its compiled entry point."""
-    signature = SIGNATURES[0 if data_dtype == np.float32 else 1]
-    round_blocks.compile(signature)
-    return round_blocks.overloads[signature.args].entry_point
+    return compiled(round_blocks, SIGNATURES[0 if data_dtype == np.float32 else 1])
 
 
 @functools.cache
@@ -1020,9 +1018,7 @@ def fast_kernel(mode):
     from numba's cache, on first use), or None for a mode it does not serve."""
     if mode not in FAST_BITS_MODES:
         return None
-    kernel = FAST_KERNELS[FAST_BITS_MODES.index(mode)]
-    kernel.compile(FAST_SIGNATURE)
-    return kernel.overloads[FAST_SIGNATURE.args].entry_point
+    return compiled(FAST_KERNELS[FAST_BITS_MODES.index(mode)], FAST_SIGNATURE)
 
 
 # -- the fast kernel's column form: float32 data, power-of-two scales, blocks along
@@ -1201,6 +1197,4 @@ def column_kernel(mode):
     kernel rounds those)."""
     if mode not in COLUMN_MODES:
         return None
-    kernel = COLUMN_KERNELS[COLUMN_MODES.index(mode)]
-    kernel.compile(COLUMN_SIGNATURE)
-    return kernel.overloads[COLUMN_SIGNATURE.args].entry_point
+    return compiled(COLUMN_KERNELS[COLUMN_MODES.index(mode)], COLUMN_SIGNATURE)

@@ -25,6 +25,7 @@ import numpy as np
 from numba import njit, types
 
 from ..core.bits import NUMBA_OPTIONS, bits_to_float64, count_leading_zeros, float64_to_bits
+from .loops import compiled
 
 # the fields of a format the loops read (rpfloat._codes.code_fields builds them), in this order
 F_MAN_BITS, F_BIAS, F_EXP_BITS, F_BITS, F_MIN_NORMAL_BITS, F_NAN_CODE, F_NAN_KIND, F_SUBNORMALS, F_HAS_INF = range(9)
@@ -121,12 +122,10 @@ DECODE_SIGNATURE = types.void(types.Array(types.uint64, 1, "C", readonly=True), 
 def encode_kernel():
     """The compiled entry point of `encode_floats` (compiled, or loaded from
     numba's cache, on first use)."""
-    encode_floats.compile(ENCODE_SIGNATURE)
-    return encode_floats.overloads[ENCODE_SIGNATURE.args].entry_point
+    return compiled(encode_floats, ENCODE_SIGNATURE)
 
 
 @functools.cache
 def decode_kernel():
     """The compiled entry point of `decode_floats` (as `encode_kernel`)."""
-    decode_floats.compile(DECODE_SIGNATURE)
-    return decode_floats.overloads[DECODE_SIGNATURE.args].entry_point
+    return compiled(decode_floats, DECODE_SIGNATURE)

@@ -54,6 +54,7 @@ from ..core.layout import PARAMS_TYPE, STOCHASTIC
 from ..core.scale import F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE, round_element
 from ..core.stream import WEYL_32, keyed_bits, keyed_weyl, loop_constants, random_bits, segment_keys
 from .blocks import FLOAT_PARAMS_TYPE, INF_32, MAGNITUDE_32, SEGMENT_MASK, power_of_two, prefetch
+from .loops import compiled
 
 GRID = 8  # element magnitudes (GRID - 1 midpoints); unused ones: +inf midpoints
 TWO_52 = 2.0**52
@@ -314,21 +315,14 @@ DIVISION_SIGNATURES = {np.dtype(np.float32): _division_signature(types.float32),
                        np.dtype(np.float64): _division_signature(types.float64)}
 
 
-def _entry_point(kernel, signature):
-    """The compiled entry point of `kernel` for `signature` (compiled, or
-    loaded from numba's cache, on first use)."""
-    kernel.compile(signature)
-    return kernel.overloads[signature.args].entry_point
-
-
 @functools.cache  # (the dispatcher's compile() costs ~20 us a call)
 def grid_kernel(target_dtype, columns=False):
     """`round_grid_blocks` for a `target_dtype` (float32 or float64) result
     (`round_grid_columns` where `columns`)."""
     signature = GRID_SIGNATURES[np.dtype(target_dtype)]
     if columns:
-        return _entry_point(round_grid_columns, _column_signature(signature))
-    return _entry_point(round_grid_blocks, signature)
+        return compiled(round_grid_columns, _column_signature(signature))
+    return compiled(round_grid_blocks, signature)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -405,8 +399,8 @@ def division_kernel(target_dtype, columns=False):
     (`round_division_columns` where `columns`)."""
     signature = DIVISION_SIGNATURES[np.dtype(target_dtype)]
     if columns:
-        return _entry_point(round_division_columns, _column_signature(signature))
-    return _entry_point(round_division_blocks, signature)
+        return compiled(round_division_columns, _column_signature(signature))
+    return compiled(round_division_blocks, signature)
 
 
 # -- blocks along another axis than the last: (outer, length, inner) data, blocks of

@@ -530,12 +530,18 @@ round_stochastic_split_from_zero = _kernel(STOCHASTIC, False, SPLIT_ZERO_LOOP)
 round_stochastic_halves_from_zero = _kernel(STOCHASTIC, False, HALVES_ZERO_LOOP)
 
 
+def compiled(kernel, signature):
+    """`kernel` (any njit dispatcher) compiled, or loaded from numba's cache, for
+    `signature`: its compiled entry point, which skips the dispatcher's type
+    matching (every kernel lookup of the CPU backend goes through here)."""
+    kernel.compile(signature)
+    return kernel.overloads[signature.args].entry_point
+
+
 def entry_point(kernel, source_bits, target_bits):
     """`kernel` (one of the array kernels) compiled, or loaded from numba's cache,
     for int32 or int64 `source_bits` into `target_bits`: its compiled entry point."""
-    signature = SIGNATURES[_SIGNATURE_INDEX[source_bits, target_bits]]
-    kernel.compile(signature)
-    return kernel.overloads[signature.args].entry_point
+    return compiled(kernel, SIGNATURES[_SIGNATURE_INDEX[source_bits, target_bits]])
 
 
 _SIGNATURE_INDEX = {(np.int32, np.int32): 0, (np.int64, np.int64): 1, (np.int32, np.int64): 2}
