@@ -410,30 +410,35 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
     """`_fast_element` in stochastic rounding: the decisions of
     `fast_round_bits` with fewer operations (`constants`: `stochastic_constants`).
     With ``y`` the shifted magnitude and ``d`` the bits it drops
-    (``max(fast_drop_min, fast_drop_offset - exponent field)``; below one
-    spacing, where `fast_round_bits` compares its threshold ``sig << (32 -
-    below_drop)``, ``below_drop = below_drop_offset - exponent field``: the
-    same where the format has subnormals; where it has none, `stochastic_low`
-    keeps such magnitudes out of the fast range), the fraction of the step
-    that ``y`` lies above its grid point is ``F = sig << (32 - d)`` (mod 2**32: the
-    significand with its hidden bit; ``d`` in [0, 31] over the fast range,
-    shifted in two steps so that ``d = 0`` gives 0), and ``y`` steps up where
-    the random word (its top `rand_bits`) plus ``F`` carries out of 32 bits:
-    where it is at least ``2**32 - F``, as adding its top ``d`` bits and
-    clearing the low ones (`fast_round_bits` above one spacing) or comparing
-    its complement with F (below it) decides. Only the high half of the
-    random number is drawn."""
+    (``max(fast_drop_min, fast_drop_offset - exponent field)``, at most 31 over
+    the fast range; below one spacing, where `fast_round_bits` compares its
+    threshold ``sig << (32 - below_drop)``, ``below_drop = below_drop_offset -
+    exponent field``: the same where the format has subnormals; where it has
+    none, `stochastic_low` keeps such magnitudes out of the fast range), ``y``
+    steps up by ``2**d`` where the random word (its top `rand_bits`) plus the
+    fraction of the step that ``y`` lies above its grid point carries out of 32
+    bits. Its top ``d`` bits ``R`` (``word >> (32 - d)``, in two shifts so that
+    ``d = 0`` gives 0) decide the same: the word carries exactly where ``R``
+    plus ``y``'s low ``d`` bits reaches ``2**d``, so the result is ``y + R``
+    with its low ``d`` bits cleared. Below one spacing the significand with its
+    hidden bit ``sig`` stands for those low bits: the result is one spacing
+    where ``(sig + R) >> d`` is not 0 (a zero stays 0). Only the high half of
+    the random number is drawn."""
     word_mask, aligned, drop_min, drop_offset, quantum, zero_sign = constants
     magnitude = np.int32(bits & MAGNITUDE_32)
     y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
-    drop = np.int32(max(drop_min, np.int32(drop_offset - np.int32(y >> np.int32(23)))))
-    sig = np.uint32((y & FRACTION_32) | SMALLEST_NORMAL_32)
-    fraction = np.uint32(shift_left(sig, np.uint32(np.int32(np.int32(31) - drop) & np.int32(31))))
-    fraction = np.uint32(shift_left(fraction, np.uint32(1)))
-    up = np.uint32(word + fraction) < fraction
-    step = np.int32(np.int32(1) << np.int32(drop & np.int32(31)))
-    return _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign)
+    # (at most 31: only zeros and magnitudes below the range, which pass D redoes, drop more)
+    drop = np.int32(min(max(drop_min, np.int32(drop_offset - np.int32(y >> np.int32(23)))), np.int32(31)))
+    below = y < aligned  # below one spacing: 0 or one spacing
+    low_bits = np.int32((y & FRACTION_32) | SMALLEST_NORMAL_32) if below else y
+    random = np.int32(shift_right(shift_right(word, np.uint32(1)), np.uint32(np.int32(31) - drop)))
+    kept = np.int32(np.int32(low_bits + random) & shift_left(np.int32(-1), drop))
+    rounded = (quantum if (kept != 0) & (y != 0) else np.int32(0)) if below else kept
+    sign = np.int32(bits ^ magnitude)
+    if rounded == 0:  # formats without -0 give +0
+        sign &= zero_sign
+    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
