@@ -46,14 +46,18 @@ def _both(x, fmt, mode, key=2024, offset=7, rand_bits=64):
     blocks_per_row = -(-length // block_size)
     block_params = plan.block_params[:6] + (block_size, 0)
     fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
-    # nearest onto float elements: rounding by adding (what rp.round takes) and by bits, the same bits
-    for adding in ((0, 1) if plan.by_adding else (0,)):
-        fast_kernel(int(plan.mode))(x.view(np.int32), fast_out.view(np.int32), fast_scales, plan.fast_params,
-                                    plan.element_params, block_params, plan.float_params, adding, key, offset,
-                                    plan.rand_bits)
-        if not adding:
-            by_bits = fast_out.copy()
-    np.testing.assert_array_equal(fast_out.view(np.uint32), by_bits.view(np.uint32))
+    # nearest onto float elements: rounding by adding (what rp.round takes) and by bits; stochastic:
+    # the kernel with and without the uniform loop, whatever the format; the same bits
+    variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
+    if plan.mode == rp.Mode.STOCHASTIC:
+        variants.append((0, True))
+    for adding, uniform_runs in variants:
+        fast_kernel(int(plan.mode), uniform_runs)(x.view(np.int32), fast_out.view(np.int32), fast_scales,
+                                                  plan.fast_params, plan.element_params, block_params,
+                                                  plan.float_params, adding, key, offset, plan.rand_bits)
+        if (adding, uniform_runs) == (0, False):
+            first = fast_out.copy()
+    np.testing.assert_array_equal(fast_out.view(np.uint32), first.view(np.uint32))
     general_out, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks_per_row, 1), plan.element_params,
@@ -241,7 +245,7 @@ def test_scale_blocks_take_power_of_two_exponent(rounding):
         least = np.full(count, 2**32 - 1, np.uint32)
         wide = np.empty(count, np.int8)
         blocks.scale_blocks(maxima, least, count, scales, shifts, kinds, block_params, element_max, 0, 2**31 - 1, 0, 0,
-                            0, 2**31 - 1, wide)
+                            0, 2**31 - 1, 2**31 - 1, wide)
         for big, scale, shift in zip(maxima, scales, shifts):
             if big >= 0x7F800000:
                 assert np.isnan(scale)

@@ -50,14 +50,18 @@ def _run_both(x, fmt, mode, key, rand_bits, offset=7):
         out = np.empty_like(x)
         scales = np.empty((rows, blocks))
         if fast:
-            # nearest onto float elements: rounding by adding (what rp.round takes) and by bits
-            for adding in ((0, 1) if plan.by_adding else (0,)):
-                fast_kernel(int(plan.mode))(x.view(np.int32), out.view(np.int32), scales, plan.fast_params,
-                                            plan.element_params, block_params, plan.float_params, adding, key,
-                                            offset, plan.rand_bits)
-                if not adding:
-                    by_bits = out.copy()
-            np.testing.assert_array_equal(out.view(np.uint32), by_bits.view(np.uint32))
+            # nearest onto float elements: rounding by adding (what rp.round takes) and by bits;
+            # stochastic: the kernel with and without the uniform loop, whatever the format
+            variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
+            if plan.mode == rp.Mode.STOCHASTIC:
+                variants.append((0, True))
+            for adding, uniform_runs in variants:
+                fast_kernel(int(plan.mode), uniform_runs)(x.view(np.int32), out.view(np.int32), scales,
+                                                          plan.fast_params, plan.element_params, block_params,
+                                                          plan.float_params, adding, key, offset, plan.rand_bits)
+                if (adding, uniform_runs) == (0, False):
+                    first = out.copy()
+            np.testing.assert_array_equal(out.view(np.uint32), first.view(np.uint32))
         else:
             general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
                                        scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,

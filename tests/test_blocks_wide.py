@@ -31,8 +31,13 @@ def _assert_same(x, fmt, rand_bits=64):
     block_params = plan.block_params[:6] + (fmt.block_size, 0)
     mode = int(plan.mode)
     fast, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
+    # the kernel with the uniform loop, then without it (the same bits)
+    fast_kernel(mode, True)(x.view(np.int32), fast.view(np.int32), fast_scales, plan.fast_params,
+                            plan.element_params, block_params, plan.float_params, 0, KEY, OFFSET, plan.rand_bits)
+    with_uniform = fast.copy()
     fast_kernel(mode)(x.view(np.int32), fast.view(np.int32), fast_scales, plan.fast_params, plan.element_params,
                       block_params, plan.float_params, 0, KEY, OFFSET, plan.rand_bits)
+    np.testing.assert_array_equal(with_uniform.view(np.uint32), fast.view(np.uint32))
     general, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks_per_row, 1), plan.element_params,

@@ -441,6 +441,47 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
     return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
 
 
+@njit(**NUMBA_OPTIONS)
+def uniform_constants(params, rand_bits):
+    """What `_uniform_stochastic_element` reads: the random word's mask, the
+    right shift that keeps its top ``fast_drop_min`` bits (``32 -
+    fast_drop_min``), the mask that clears that many low bits, and the mask of
+    a zero result's sign (`stochastic_constants`')."""
+    drop = np.int32(max(params[P_FAST_DROP_MIN], 1))
+    return (top_bits_mask_32(rand_bits, 0), np.uint32(32 - drop), np.int32(np.int32(-1) << drop),
+            np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1))
+
+
+@njit(**NUMBA_OPTIONS)
+def uniform_low(params, aligned):
+    """The least shifted magnitude that drops ``fast_drop_min`` bits (the
+    element's least normal, in its float32 bits), at least `aligned`; where the
+    format drops no bits there (24 significand bits or more), above every
+    magnitude: `_uniform_stochastic_element` needs one bit at least."""
+    if params[P_FAST_DROP_MIN] < 1:
+        return np.int64(INF_32)
+    return max((params[P_FAST_DROP_OFFSET] - params[P_FAST_DROP_MIN]) << 23, aligned)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _uniform_stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, uniform):
+    """`_stochastic_element` for the runs whose nonzero shifted magnitudes all
+    lie in the element's normal range (at least `uniform_low`): there every
+    ``y`` drops the same ``d = fast_drop_min`` bits (at least one), and no
+    nonzero ``y`` rounds to 0, so the result is ``y`` plus the random word's top
+    ``d`` bits with the low ``d`` bits cleared (`uniform`: `uniform_constants`).
+    A zero ``y`` gives 0, as the word's top bits lie below the step."""
+    word_mask, right, keep_mask, zero_sign = uniform
+    magnitude = np.int32(bits & MAGNITUDE_32)
+    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
+    word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
+    rounded = np.int32(np.int32(y + np.int32(shift_right(word, right))) & keep_mask)
+    sign = np.int32(bits ^ magnitude)
+    if rounded == 0:  # formats without -0 give +0
+        sign &= zero_sign
+    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign):
     """The stochastic loops' result for float32 `bits` of `magnitude`, shifted
@@ -651,6 +692,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 
 CHUNK = 4096
 FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK = range(4)
+NARROW_RUNS, WIDE_RUNS, UNIFORM_RUNS = range(3)  # the stochastic loop a block's runs take
 NOT_ROUNDED = np.int64(1) << 20  # (`rounded_with`: no exponent)
 
 
@@ -684,7 +726,7 @@ def block_extremes(source, blocks, block_size, largest, least):
 
 @njit(**NUMBA_OPTIONS)
 def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, element_max, low, top, largest_result,
-                 quantum, narrow_low, narrow_top, wide):
+                 quantum, narrow_low, narrow_top, uniform_least, wide):
     """Pass B: for each of the first `blocks` blocks, from its `largest` and
     `least` (`block_extremes`), its scale into `scales` (NaN for a NaN block),
     the shift of its exponent field (``s << 23``) into `shifts` and its kind into
@@ -694,11 +736,13 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
     `quantum`) stay normal float32s after the shift back; its magnitudes lie in
     the range where its largest shifted one is at most `top` and its least
     nonzero one is a normal float32 whose shifted magnitude is at least `low`.
-    And into `wide` (1 or 0; None: no flags, for the modes without a wide
-    loop) whether the block has a nonzero magnitude whose shifted one lies
-    below `narrow_low` or above `narrow_top`, the ends of the range of
-    `_stochastic_element` (in stochastic rounding `low` and `top` are those of
-    `_wide_stochastic_element`): its runs take the wide loop.
+    And into `wide` (None: no flags, for the modes without a wide loop) the
+    loop the block's runs take: WIDE_RUNS where the block has a nonzero
+    magnitude whose shifted one lies below `narrow_low` or above `narrow_top`,
+    the ends of the range of `_stochastic_element` (in stochastic rounding
+    `low` and `top` are those of `_wide_stochastic_element`), else UNIFORM_RUNS
+    where every nonzero shifted magnitude is at least `uniform_least`
+    (`uniform_low`), else NARROW_RUNS.
     Returns the greatest kind (FAST_BLOCK: every block is fast). One loop
     without branches, which LLVM vectorises: the exponent is
     `power_of_two_exponent`'s, from the float64 of the float32 max (always a
@@ -738,7 +782,9 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
         kinds[b] = kind
         worst = max(worst, kind)
         if wide is not None:  # (None: a compiled copy without the flags)
-            wide[b] = np.int8(((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top))
+            beyond = ((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top)
+            uniform = (small == 0) | (small - shift >= uniform_least)
+            wide[b] = np.int8(WIDE_RUNS if beyond else (UNIFORM_RUNS if uniform else NARROW_RUNS))
     return worst
 
 
@@ -808,7 +854,7 @@ def fast_range(params, mode):
     return low, high, top, np.int32(high)
 
 
-def _fast_kernel(mode):
+def _fast_kernel(mode, uniform_runs=False):
     @njit(**NUMBA_OPTIONS)
     def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, adding,
                              key, offset, rand_bits):
@@ -824,6 +870,9 @@ def _fast_kernel(mode):
         multipliers, weyl_step = loop_constants(hidden_zero(rand_bits))  # kept in registers (bits.hidden_zero)
         constants = stochastic_constants(params, rand_bits)
         wide = wide_constants(params, rand_bits)
+        uniform = uniform_constants(params, rand_bits)
+        uniform_least = uniform_low(params, np.int64(params[P_FAST_ALIGNED_BITS])) if uniform_runs else np.int64(
+            INF_32)
         # where the positive max is the lesser (two's complement: mxint8's 127/64 and -2),
         # the wide loop clamps y to the negative max and the positive results to theirs
         # (`result_max`: one signed minimum of the result's bits, which leaves the negative
@@ -836,7 +885,7 @@ def _fast_kernel(mode):
         if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
             largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
-            wide_runs = np.zeros(CHUNK // LANES, np.int8)  # per block: its runs take the wide loop
+            wide_runs = np.zeros(CHUNK // LANES, np.int8)  # per block: the loop its runs take
             # stochastic rounding: passes B and D with the wide loop's range (from 2**-32
             # spacings, to the negative max), which rounds the blocks with magnitudes
             # outside [`low`, `top`] (`_wide_stochastic_element`)
@@ -862,11 +911,11 @@ def _fast_kernel(mode):
                     if mode == STOCHASTIC:
                         worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
                                              block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
-                                             largest_result, quantum, low, top, wide_runs)
+                                             largest_result, quantum, low, top, uniform_least, wide_runs)
                     else:
                         worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
                                              block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
-                                             largest_result, quantum, low, top, None)
+                                             largest_result, quantum, low, top, uniform_least, None)
                     index = offset + row * length + first
                     if (index & SEGMENT_MASK) + size > SEGMENT_MASK + 1:
                         # random counters crossing a 2**32 segment (once in 2**32 elements): all in float64
@@ -888,7 +937,15 @@ def _fast_kernel(mode):
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
                             if mode == STOCHASTIC:  # (a branch numba drops in the other kernels)
-                                if wide_runs[run >> per_block] != 0:
+                                run_loop = wide_runs[run >> per_block]
+                                if uniform_runs and run_loop == UNIFORM_RUNS:
+                                    for a in range(LANES):
+                                        target_run[a] = _uniform_stochastic_element(source_run[a], shift_32, clamp,
+                                                                                    keyed_high, multipliers, uniform)
+                                        keyed_high = wrapping_add(keyed_high, weyl_step)
+                                        keyed_low = wrapping_add(keyed_low, weyl_step)
+                                    continue
+                                if run_loop == WIDE_RUNS:
                                     result_max = np.int32(largest_result + shift_32)  # (wraps: not a fast block)
                                     for a in range(LANES):
                                         target_run[a] = _wide_stochastic_element(source_run[a], shift_32,
@@ -917,7 +974,7 @@ def _fast_kernel(mode):
                         # rounds those outside the range again, as in the runs), a loop of its own
                         # (`_round_piece` here would be a second copy of it to compile)
                         shift_32 = block_shifts[blocks - 1]
-                        last_wide = wide_runs[blocks - 1] != 0
+                        last_wide = wide_runs[blocks - 1] == WIDE_RUNS
                         for a in range(size - size % LANES, size):
                             target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
                                                             multipliers, params, mode, rand_bits, constants)
@@ -1008,6 +1065,8 @@ FAST_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), typ
                             FLOAT_PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
 # by mode number, for the modes fast_round_bits decides; compiled on first use
 FAST_KERNELS = tuple(_fast_kernel(mode) for mode in FAST_BITS_MODES)
+# stochastic rounding with a third loop for the runs of UNIFORM_RUNS blocks
+UNIFORM_KERNEL = _fast_kernel(STOCHASTIC, uniform_runs=True)
 
 
 @functools.cache  # (the dispatcher's compile() costs ~20 us a call)
@@ -1018,12 +1077,35 @@ def general_kernel(data_dtype):
 
 
 @functools.cache
-def fast_kernel(mode):
+def fast_kernel(mode, uniform_runs=False):
     """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
-    from numba's cache, on first use), or None for a mode it does not serve."""
+    from numba's cache, on first use), or None for a mode it does not serve;
+    in stochastic rounding where `uniform_runs` (`has_uniform_runs`), the copy
+    with a loop for the runs of UNIFORM_RUNS blocks."""
     if mode not in FAST_BITS_MODES:
         return None
+    if mode == STOCHASTIC and uniform_runs:
+        return compiled(UNIFORM_KERNEL, FAST_SIGNATURE)
     return compiled(FAST_KERNELS[FAST_BITS_MODES.index(mode)], FAST_SIGNATURE)
+
+
+# Binades of the element's normal range from which the stochastic kernel takes the
+# copy with the uniform loop: over 10 binades, few blocks of 32 ordinary numbers have
+# one that falls below the element's normals (about 0.3% for E4M3, with 14), while over
+# 2 to 6 (FP4, FP6) most do, and there the third loop costs the other two ~5%.
+UNIFORM_BINADES = 10
+
+
+def has_uniform_runs(params):
+    """Whether the stochastic kernel takes its copy with the uniform loop
+    (`_uniform_stochastic_element`) for the element format of `params`: one
+    that drops bits throughout its normal range, of at least UNIFORM_BINADES
+    binades below the top of its fast range."""
+    if params[P_FAST_DROP_MIN] < 1:
+        return False
+    least = max((int(params[P_FAST_DROP_OFFSET]) - int(params[P_FAST_DROP_MIN])) << 23,
+                int(params[P_FAST_ALIGNED_BITS]))
+    return (int(params[P_FAST_HIGH_BITS]) >> 23) - (least >> 23) >= UNIFORM_BINADES
 
 
 # -- the fast kernel's column form: float32 data, power-of-two scales, blocks along
@@ -1151,7 +1233,7 @@ def _fast_columns(mode):
                 stop = min(first + block_size, length)
                 _column_extremes(source, o, first, stop, largest, least)
                 worst = scale_blocks(largest, least, inner, scales[o, block], shifts, kinds, block_params,
-                                     element_max, low, top, largest_result, quantum, low, top, None)
+                                     element_max, low, top, largest_result, quantum, low, top, INF_32, None)
                 for a in range(first, stop):
                     source_row, target_row = source[o, a], target[o, a]
                     index = offset + (o * length + a) * inner
