@@ -21,7 +21,7 @@ FORMATS = [
     rp.ScaledFormat("e5m2", block_size=5, scale_rounding="rceil"),
     rp.ScaledFormat(rp.FixedFormat(8, 8), block_size=32, scale_format=(-20, 20)),
     rp.ScaledFormat("bfloat16", block_size=32),
-    rp.ScaledFormat("float16"),
+    rp.ScaledFormat("float16"), rp.ScaledFormat("e4m3"),
     rp.ScaledFormat(rp.FloatFormat(4, 3, subnormals=False), block_size=32),
 ]
 

@@ -426,15 +426,16 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
     the random number is drawn."""
     word_mask, aligned, drop_min, drop_offset, quantum, zero_sign = constants
     magnitude = np.int32(bits & MAGNITUDE_32)
-    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
+    nonzero = magnitude != 0
+    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if nonzero else np.int32(0))
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
     # (at most 31: only zeros and magnitudes below the range, which pass D redoes, drop more)
     drop = np.int32(min(max(drop_min, np.int32(drop_offset - np.int32(y >> np.int32(23)))), np.int32(31)))
-    below = y < aligned  # below one spacing: 0 or one spacing
-    low_bits = np.int32((y & FRACTION_32) | SMALLEST_NORMAL_32) if below else y
+    below = nonzero & (y < aligned)  # below one spacing: 0 or one spacing
+    low_bits = np.int32((y & FRACTION_32) | SMALLEST_NORMAL_32) if below else y  # (a zero: 0, which stays 0)
     random = np.int32(shift_right(shift_right(word, np.uint32(1)), np.uint32(np.int32(31) - drop)))
     kept = np.int32(np.int32(low_bits + random) & shift_left(np.int32(-1), drop))
-    rounded = (quantum if (kept != 0) & (y != 0) else np.int32(0)) if below else kept
+    rounded = (quantum if kept != 0 else np.int32(0)) if below else kept
     sign = np.int32(bits ^ magnitude)
     if rounded == 0:  # formats without -0 give +0
         sign &= zero_sign
@@ -583,7 +584,8 @@ def _below_range(bits, threshold):
 
 @njit(**NUMBA_OPTIONS)
 def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, by_adding, params, element_params,
-                 mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead):
+                 mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead,
+                 uniform_runs, uniform, uniform_least):
     """Round a block, or a piece of a long one, whose least nonzero magnitude is
     `least`: in the fast loop where the block allows (`block_fast`), else in
     float64. Where `least` lies below the fast range, the elements below it
@@ -592,7 +594,13 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
     draws random number ``index + a``. The fast loop runs LANES elements at a
     time and, with each run, prefetches the elements ``ahead + a`` of
     `source_row` and `target_row` (PREFETCH elements further on). In nearest
-    rounding, where `by_adding`, its runs round by adding (`_adding_element`)."""
+    rounding, where `by_adding`, its runs round by adding (`_adding_element`).
+    In stochastic rounding, where `uniform_runs` (a constant of the kernel),
+    each run takes the uniform loop (`_uniform_stochastic_element`, with
+    `uniform`), which also finds whether a nonzero magnitude of the run lies
+    below `uniform_least` once shifted: then the run is rounded again by the
+    other loop (for raw normal data onto E4M3 with one scale, about one run in
+    125)."""
     shift_32 = np.int32(shift)
     low_fast = least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low)
     fast = block_fast and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1
@@ -603,6 +611,8 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         # the stream's Weyl words, stepped rather than multiplied (as the block loop does)
         keyed_high, keyed_low = keyed_weyl(keys, wrapping_mul(np.uint32(index & SEGMENT_MASK), WEYL_32))
         runs = source.size // LANES
+        run_step = wrapping_mul(weyl_step, np.uint32(LANES))
+        uniform_threshold = _below_threshold(shift, uniform_least)
         for run in range(runs):  # a loop of a constant count per run, vectorised whole
             _prefetch_run(source_row, target_row, ahead + run * LANES)
             source_run = source[run * LANES:run * LANES + LANES]
@@ -612,6 +622,18 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
                     target_run[a] = _adding_element(source_run[a], shift_32, clamp, params[P_FAST_DROP_MIN],
                                                     params[P_FAST_DROP_OFFSET], constants[5])
                 continue
+            if mode == STOCHASTIC and uniform_runs:
+                below = False
+                run_high = keyed_high
+                for a in range(LANES):
+                    target_run[a] = _uniform_stochastic_element(source_run[a], shift_32, clamp, run_high,
+                                                                multipliers, uniform)
+                    below |= _below_range(source_run[a], uniform_threshold)
+                    run_high = wrapping_add(run_high, weyl_step)
+                if not below:
+                    keyed_high = run_high
+                    keyed_low = wrapping_add(keyed_low, run_step)
+                    continue
             for a in range(LANES):
                 target_run[a] = _fast_element(source_run[a], shift_32, clamp, keyed_high, keyed_low, multipliers,
                                               params, mode, rand_bits, constants)
@@ -1053,7 +1075,8 @@ def _fast_kernel(mode, uniform_runs=False):
                     _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
                                  piece_least[piece], block_fast, shift, exponent, low, clamp, by_adding, params,
                                  element_params, mode, key, index + piece_first, rand_bits, multipliers, weyl_step,
-                                 constants, source_row, target_row, first + piece_first + PREFETCH)
+                                 constants, source_row, target_row, first + piece_first + PREFETCH, uniform_runs,
+                                 uniform, uniform_least)
                     if step < pieces:
                         rounded_with[piece] = exponent
 
