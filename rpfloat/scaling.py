@@ -15,7 +15,9 @@ from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import (
     P_BELOW_QUANTUM_BITS, P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS,
 )
-from ._kernels.cpu.blocks import column_kernel, fast_kernel, general_kernel, has_uniform_runs, rounds_by_adding
+from ._kernels.cpu.blocks import (
+    BIT_LOOPS, column_kernel, fast_kernel, general_kernel, rounds_by_adding, stochastic_loops,
+)
 from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
@@ -42,7 +44,7 @@ class ScaledPlan(NamedTuple):
     element_params: tuple   # in float64, saturating
     fast_params: tuple | None  # in float32, saturating, for the fast kernel (None: it does not apply)
     by_adding: bool          # nearest: the fast kernel may round by adding (``blocks.rounds_by_adding``)
-    uniform_runs: bool       # stochastic: the fast kernel's copy with the uniform loop (``blocks.has_uniform_runs``)
+    stochastic_loops: int    # stochastic: the fast kernel's copy (``blocks.stochastic_loops``)
     grid: tuple | None       # for the grid kernel (significand scales, nearest; None: it does not apply)
     division: tuple | None   # the scale fields for the division kernel (significand scales, stochastic)
     scale_params: tuple
@@ -101,13 +103,13 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
                 or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
             fast_params = None
     by_adding = mode == Mode.NEAREST and fast_params is not None and rounds_by_adding(fast_params)
-    uniform_runs = mode == Mode.STOCHASTIC and fast_params is not None and has_uniform_runs(fast_params)
+    loops = stochastic_loops(fast_params) if mode == Mode.STOCHASTIC and fast_params is not None else BIT_LOOPS
     grid = _grid(fmt) if kind == block_layout.SIGNIFICAND and mode == Mode.NEAREST else None
     division = None
     if kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0:
         division = _scale_fields(fmt)
     return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, by_adding,
-                      uniform_runs, grid, division, scale_params, block_params, float_params, mode, rand_bits)
+                      loops, grid, division, scale_params, block_params, float_params, mode, rand_bits)
 
 
 def _scale_fields(fmt: ScaledFormat):
@@ -231,7 +233,7 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     fast = None
     if work_dtype == np.float32 and plan.fast_params is not None and not write_elements:
         # None for a mode it does not serve
-        fast = column_kernel(int(plan.mode)) if columns else fast_kernel(int(plan.mode), plan.uniform_runs)
+        fast = column_kernel(int(plan.mode)) if columns else fast_kernel(int(plan.mode), plan.stochastic_loops)
     if significand and plan.mode == Mode.NEAREST:
         grid_kernel(work_dtype, columns)(array.reshape(layout).view(np.int32), result.reshape(layout),
                                          scales.reshape(scales_layout), float_params, *plan.grid, block_size,

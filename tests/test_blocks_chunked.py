@@ -14,7 +14,7 @@ import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.cpu import blocks
-from rpfloat._kernels.cpu.blocks import CHUNK, fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import BIT_LOOPS, CHUNK, UNIFORM_LOOPS, fast_kernel, general_kernel
 
 SEGMENT = 2**32
 
@@ -47,15 +47,15 @@ def _both(x, fmt, mode, key=2024, offset=7, rand_bits=64):
     block_params = plan.block_params[:6] + (block_size, 0)
     fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     # nearest onto float elements: rounding by adding (what rp.round takes) and by bits; stochastic:
-    # the kernel with and without the uniform loop, whatever the format; the same bits
+    # the kernel's copies with other loops, the uniform one whatever the format; the same bits
     variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
-    if plan.mode == rp.Mode.STOCHASTIC:
-        variants.append((0, True))
-    for adding, uniform_runs in variants:
-        fast_kernel(int(plan.mode), uniform_runs)(x.view(np.int32), fast_out.view(np.int32), fast_scales,
+    if plan.mode == rp.Mode.STOCHASTIC:  # (the grid loop serves some formats only)
+        variants += [(0, loops) for loops in {UNIFORM_LOOPS, plan.stochastic_loops} - {BIT_LOOPS}]
+    for adding, loops in variants:
+        fast_kernel(int(plan.mode), loops)(x.view(np.int32), fast_out.view(np.int32), fast_scales,
                                                   plan.fast_params, plan.element_params, block_params,
                                                   plan.float_params, adding, key, offset, plan.rand_bits)
-        if (adding, uniform_runs) == (0, False):
+        if (adding, loops) == (0, BIT_LOOPS):
             first = fast_out.copy()
     np.testing.assert_array_equal(fast_out.view(np.uint32), first.view(np.uint32))
     general_out, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))

@@ -9,7 +9,7 @@ import pytest
 import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
-from rpfloat._kernels.cpu.blocks import fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import BIT_LOOPS, UNIFORM_LOOPS, fast_kernel, general_kernel
 
 from fpenv import FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, X86_64_GLIBC, rounding_direction
 
@@ -21,7 +21,7 @@ FORMATS = [
     rp.ScaledFormat("e5m2", block_size=5, scale_rounding="rceil"),
     rp.ScaledFormat(rp.FixedFormat(8, 8), block_size=32, scale_format=(-20, 20)),
     rp.ScaledFormat("bfloat16", block_size=32),
-    rp.ScaledFormat("float16"), rp.ScaledFormat("e4m3"),
+    rp.ScaledFormat("float16"), rp.ScaledFormat("e4m3"), rp.ScaledFormat(rp.FixedFormat(8, 0)),
     rp.ScaledFormat(rp.FloatFormat(4, 3, subnormals=False), block_size=32),
 ]
 
@@ -51,15 +51,15 @@ def _run_both(x, fmt, mode, key, rand_bits, offset=7):
         scales = np.empty((rows, blocks))
         if fast:
             # nearest onto float elements: rounding by adding (what rp.round takes) and by bits;
-            # stochastic: the kernel with and without the uniform loop, whatever the format
+            # stochastic: the kernel's copies with other loops, the uniform one whatever the format
             variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
-            if plan.mode == rp.Mode.STOCHASTIC:
-                variants.append((0, True))
-            for adding, uniform_runs in variants:
-                fast_kernel(int(plan.mode), uniform_runs)(x.view(np.int32), out.view(np.int32), scales,
+            if plan.mode == rp.Mode.STOCHASTIC:  # (the grid loop serves some formats only)
+                variants += [(0, loops) for loops in {UNIFORM_LOOPS, plan.stochastic_loops} - {BIT_LOOPS}]
+            for adding, loops in variants:
+                fast_kernel(int(plan.mode), loops)(x.view(np.int32), out.view(np.int32), scales,
                                                           plan.fast_params, plan.element_params, block_params,
                                                           plan.float_params, adding, key, offset, plan.rand_bits)
-                if (adding, uniform_runs) == (0, False):
+                if (adding, loops) == (0, BIT_LOOPS):
                     first = out.copy()
             np.testing.assert_array_equal(out.view(np.uint32), first.view(np.uint32))
         else:

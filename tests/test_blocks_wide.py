@@ -12,7 +12,7 @@ import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.core.stream import random_bits
-from rpfloat._kernels.cpu.blocks import CHUNK, fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import BIT_LOOPS, CHUNK, UNIFORM_LOOPS, fast_kernel, general_kernel
 
 MX = [rp.format("mxint8"), rp.format("mxfp4_e2m1"), rp.format("mxfp6_e3m2"), rp.format("mxfp8_e4m3")]
 KEY, OFFSET = 99, 5
@@ -31,13 +31,14 @@ def _assert_same(x, fmt, rand_bits=64):
     block_params = plan.block_params[:6] + (fmt.block_size, 0)
     mode = int(plan.mode)
     fast, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
-    # the kernel with the uniform loop, then without it (the same bits)
-    fast_kernel(mode, True)(x.view(np.int32), fast.view(np.int32), fast_scales, plan.fast_params,
-                            plan.element_params, block_params, plan.float_params, 0, KEY, OFFSET, plan.rand_bits)
-    with_uniform = fast.copy()
     fast_kernel(mode)(x.view(np.int32), fast.view(np.int32), fast_scales, plan.fast_params, plan.element_params,
                       block_params, plan.float_params, 0, KEY, OFFSET, plan.rand_bits)
-    np.testing.assert_array_equal(with_uniform.view(np.uint32), fast.view(np.uint32))
+    # the kernel's copies with other loops (the uniform one whatever the format): the same bits
+    other = np.empty_like(x)
+    for loops in {UNIFORM_LOOPS, plan.stochastic_loops} - {BIT_LOOPS}:
+        fast_kernel(mode, loops)(x.view(np.int32), other.view(np.int32), fast_scales, plan.fast_params,
+                                 plan.element_params, block_params, plan.float_params, 0, KEY, OFFSET, plan.rand_bits)
+        np.testing.assert_array_equal(other.view(np.uint32), fast.view(np.uint32))
     general, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks_per_row, 1), plan.element_params,

@@ -483,6 +483,54 @@ def _uniform_stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, 
     return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
 
 
+@njit(**NUMBA_OPTIONS)
+def grid_constants(params, rand_bits):
+    """What `_grid_stochastic_element` reads besides a block's `grid_scale`:
+    the random word's mask, 2**32 (float32), the largest shifted magnitude in
+    spacings (the kernel's clamp over the spacing, float32), and the mask of a
+    zero result's sign."""
+    quantum = params[P_BELOW_QUANTUM_BITS]
+    top = bits_to_float32(np.int32(params[P_FAST_HIGH_BITS] - quantum + (np.int64(127) << 23)))
+    return (top_bits_mask_32(rand_bits, 0), np.float32(2.0**32), top,
+            np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1))
+
+
+@njit(**NUMBA_OPTIONS)
+def grid_scale(shift_32, quantum):
+    """``(scale, back)`` of a block whose exponent field shifts by `shift_32`,
+    for `_grid_stochastic_element`: the float32 power of two that takes a
+    magnitude to the block's shifted one in spacings (`quantum`: the
+    spacing's float32 bits), and what the bits of a whole number of spacings
+    (a float32) add to go back."""
+    scale = bits_to_float32(np.int32((np.int64(254) << 23) - shift_32 - quantum))
+    return scale, np.int32(quantum - (np.int64(127) << 23) + shift_32)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _grid_stochastic_element(bits, scale, back, keyed_high, multipliers, grid):
+    """`_stochastic_element` for elements whose values are the multiples of
+    one spacing throughout the fast range (fixed point: `has_grid_loops`), in
+    float32 arithmetic: the shifted magnitude in spacings ``s`` (exact: a
+    power of two times the magnitude, at most the range's top), its whole
+    part ``w`` and the fraction ``s - w`` (both exact), and ``F``, the
+    fraction times 2**32 (exact: over the fast range the fraction has at
+    most 32 bits) decide as `_stochastic_element` does: ``w`` steps up by one
+    where the random word plus ``F`` carries out of 32 bits. The result
+    ``w`` spacings, a float32 whose bits `back` shifts back (`grid_scale`;
+    zero: 0 with the sign where the format has -0)."""
+    word_mask, two_32, top, zero_sign = grid
+    magnitude = np.int32(bits & MAGNITUDE_32)
+    spacings = min(bits_to_float32(magnitude) * scale, top)
+    whole = np.uint32(spacings)
+    fraction = np.uint32((spacings - np.float32(whole)) * two_32)
+    word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
+    count = np.uint32(whole + np.uint32(np.uint32(word + fraction) < fraction))
+    sign = np.int32(bits ^ magnitude)
+    if count == 0:  # formats without -0 give +0
+        sign &= zero_sign
+    return np.int32((np.int32(float32_to_bits(np.float32(count)) + back) if count != 0 else np.int32(0)) | sign)
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign):
     """The stochastic loops' result for float32 `bits` of `magnitude`, shifted
@@ -585,7 +633,7 @@ def _below_range(bits, threshold):
 @njit(**NUMBA_OPTIONS)
 def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, by_adding, params, element_params,
                  mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead,
-                 uniform_runs, uniform, uniform_least):
+                 uniform_runs, uniform, uniform_least, grid_runs, grid):
     """Round a block, or a piece of a long one, whose least nonzero magnitude is
     `least`: in the fast loop where the block allows (`block_fast`), else in
     float64. Where `least` lies below the fast range, the elements below it
@@ -600,7 +648,8 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
     `uniform`), which also finds whether a nonzero magnitude of the run lies
     below `uniform_least` once shifted: then the run is rounded again by the
     other loop (for raw normal data onto E4M3 with one scale, about one run in
-    125)."""
+    125). Where `grid_runs` (a constant too), its runs take the grid loop
+    (`_grid_stochastic_element`, with `grid`)."""
     shift_32 = np.int32(shift)
     low_fast = least == INF_32 or (least >= SMALLEST_NORMAL_32 and least - shift >= low)
     fast = block_fast and (index & SEGMENT_MASK) + source.size <= SEGMENT_MASK + 1
@@ -613,6 +662,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         runs = source.size // LANES
         run_step = wrapping_mul(weyl_step, np.uint32(LANES))
         uniform_threshold = _below_threshold(shift, uniform_least)
+        scale, back = grid_scale(shift_32, np.int64(params[P_BELOW_QUANTUM_BITS]))
         for run in range(runs):  # a loop of a constant count per run, vectorised whole
             _prefetch_run(source_row, target_row, ahead + run * LANES)
             source_run = source[run * LANES:run * LANES + LANES]
@@ -634,6 +684,13 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
                     keyed_high = run_high
                     keyed_low = wrapping_add(keyed_low, run_step)
                     continue
+            if mode == STOCHASTIC and grid_runs:
+                for a in range(LANES):
+                    target_run[a] = _grid_stochastic_element(source_run[a], scale, back, keyed_high, multipliers,
+                                                             grid)
+                    keyed_high = wrapping_add(keyed_high, weyl_step)
+                keyed_low = wrapping_add(keyed_low, run_step)
+                continue
             for a in range(LANES):
                 target_run[a] = _fast_element(source_run[a], shift_32, clamp, keyed_high, keyed_low, multipliers,
                                               params, mode, rand_bits, constants)
@@ -715,6 +772,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 CHUNK = 4096
 FAST_BLOCK, SOME_ELEMENTS, FLOAT64_BLOCK, NAN_BLOCK = range(4)
 NARROW_RUNS, WIDE_RUNS, UNIFORM_RUNS = range(3)  # the stochastic loop a block's runs take
+BIT_LOOPS, UNIFORM_LOOPS, GRID_LOOPS = range(3)  # the stochastic kernel's copies (`stochastic_loops`)
 NOT_ROUNDED = np.int64(1) << 20  # (`rounded_with`: no exponent)
 
 
@@ -876,7 +934,9 @@ def fast_range(params, mode):
     return low, high, top, np.int32(high)
 
 
-def _fast_kernel(mode, uniform_runs=False):
+def _fast_kernel(mode, loops=BIT_LOOPS):
+    uniform_runs, grid_runs = loops == UNIFORM_LOOPS, loops == GRID_LOOPS
+
     @njit(**NUMBA_OPTIONS)
     def round_blocks_float32(source, target, scales, params, element_params, block_params, float_params, adding,
                              key, offset, rand_bits):
@@ -893,6 +953,7 @@ def _fast_kernel(mode, uniform_runs=False):
         constants = stochastic_constants(params, rand_bits)
         wide = wide_constants(params, rand_bits)
         uniform = uniform_constants(params, rand_bits)
+        grid = grid_constants(params, rand_bits)
         uniform_least = uniform_low(params, np.int64(params[P_FAST_ALIGNED_BITS])) if uniform_runs else np.int64(
             INF_32)
         # where the positive max is the lesser (two's complement: mxint8's 127/64 and -2),
@@ -981,6 +1042,14 @@ def _fast_kernel(mode, uniform_runs=False):
                                 for a in range(LANES):
                                     target_run[a] = _adding_element(source_run[a], shift_32, clamp, drop_min,
                                                                     drop_offset, zero_sign)
+                                continue
+                            if mode == STOCHASTIC and grid_runs:
+                                scale, back = grid_scale(shift_32, quantum)
+                                for a in range(LANES):
+                                    target_run[a] = _grid_stochastic_element(source_run[a], scale, back, keyed_high,
+                                                                             multipliers, grid)
+                                    keyed_high = wrapping_add(keyed_high, weyl_step)
+                                    keyed_low = wrapping_add(keyed_low, weyl_step)
                                 continue
                             for a in range(LANES):
                                 if mode == STOCHASTIC:  # inlined here (in numba's IR): 10% faster
@@ -1076,7 +1145,7 @@ def _fast_kernel(mode, uniform_runs=False):
                                  piece_least[piece], block_fast, shift, exponent, low, clamp, by_adding, params,
                                  element_params, mode, key, index + piece_first, rand_bits, multipliers, weyl_step,
                                  constants, source_row, target_row, first + piece_first + PREFETCH, uniform_runs,
-                                 uniform, uniform_least)
+                                 uniform, uniform_least, grid_runs, grid)
                     if step < pieces:
                         rounded_with[piece] = exponent
 
@@ -1088,8 +1157,8 @@ FAST_SIGNATURE = types.void(types.Array(types.int32, 2, "C", readonly=True), typ
                             FLOAT_PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64)
 # by mode number, for the modes fast_round_bits decides; compiled on first use
 FAST_KERNELS = tuple(_fast_kernel(mode) for mode in FAST_BITS_MODES)
-# stochastic rounding with a third loop for the runs of UNIFORM_RUNS blocks
-UNIFORM_KERNEL = _fast_kernel(STOCHASTIC, uniform_runs=True)
+# stochastic rounding with other loops: by variant (UNIFORM_LOOPS, GRID_LOOPS), compiled on first use
+STOCHASTIC_KERNELS = {loops: _fast_kernel(STOCHASTIC, loops) for loops in (UNIFORM_LOOPS, GRID_LOOPS)}
 
 
 @functools.cache  # (the dispatcher's compile() costs ~20 us a call)
@@ -1100,15 +1169,15 @@ def general_kernel(data_dtype):
 
 
 @functools.cache
-def fast_kernel(mode, uniform_runs=False):
+def fast_kernel(mode, loops=BIT_LOOPS):
     """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
     from numba's cache, on first use), or None for a mode it does not serve;
-    in stochastic rounding where `uniform_runs` (`has_uniform_runs`), the copy
-    with a loop for the runs of UNIFORM_RUNS blocks."""
+    in stochastic rounding the copy with the element loops `loops`
+    (`stochastic_loops`)."""
     if mode not in FAST_BITS_MODES:
         return None
-    if mode == STOCHASTIC and uniform_runs:
-        return compiled(UNIFORM_KERNEL, FAST_SIGNATURE)
+    if mode == STOCHASTIC and loops != BIT_LOOPS:
+        return compiled(STOCHASTIC_KERNELS[loops], FAST_SIGNATURE)
     return compiled(FAST_KERNELS[FAST_BITS_MODES.index(mode)], FAST_SIGNATURE)
 
 
@@ -1119,16 +1188,31 @@ def fast_kernel(mode, uniform_runs=False):
 UNIFORM_BINADES = 10
 
 
-def has_uniform_runs(params):
-    """Whether the stochastic kernel takes its copy with the uniform loop
-    (`_uniform_stochastic_element`) for the element format of `params`: one
-    that drops bits throughout its normal range, of at least UNIFORM_BINADES
-    binades below the top of its fast range."""
+def stochastic_loops(params):
+    """The element loops of the stochastic kernel's copy for the element format
+    of `params` (`fast_kernel`): GRID_LOOPS where its values are the multiples
+    of one spacing throughout the fast range (`has_grid_loops`: fixed point),
+    UNIFORM_LOOPS where it drops bits throughout a normal range of at least
+    UNIFORM_BINADES binades below the top of its fast range, else BIT_LOOPS."""
+    if has_grid_loops(params):
+        return GRID_LOOPS
     if params[P_FAST_DROP_MIN] < 1:
-        return False
+        return BIT_LOOPS
     least = max((int(params[P_FAST_DROP_OFFSET]) - int(params[P_FAST_DROP_MIN])) << 23,
                 int(params[P_FAST_ALIGNED_BITS]))
-    return (int(params[P_FAST_HIGH_BITS]) >> 23) - (least >> 23) >= UNIFORM_BINADES
+    binades = (int(params[P_FAST_HIGH_BITS]) >> 23) - (least >> 23)
+    return UNIFORM_LOOPS if binades >= UNIFORM_BINADES else BIT_LOOPS
+
+
+def has_grid_loops(params):
+    """Whether `_grid_stochastic_element` serves the element format of `params`:
+    every magnitude up to the top of its fast range drops at least
+    ``fast_drop_min`` bits (its values there are the multiples of one
+    spacing), the spacing is a normal float32 and the top is below 2**24
+    spacings."""
+    high, quantum = int(params[P_FAST_HIGH_BITS]), int(params[P_BELOW_QUANTUM_BITS])
+    return (int(params[P_FAST_DROP_OFFSET]) - (high >> 23) >= int(params[P_FAST_DROP_MIN])
+            and quantum >= 1 << 23 and (high >> 23) - (quantum >> 23) < 24)
 
 
 # -- the fast kernel's column form: float32 data, power-of-two scales, blocks along
