@@ -20,7 +20,13 @@ elements ahead, so that the passes over memory overlap the arithmetic. In
 nearest rounding onto the element formats of `rounds_by_adding` (MX's float
 elements, mxint8's fixed point) each element is rounded by adding a power of
 two (`_adding_element`) where the thread rounds to nearest, else by its bits.
-Its column form (``column_kernel``: blocks along another axis than the last,
+In stochastic rounding the kernel has three compiled copies, which differ in
+their element loops and give the same bits (`stochastic_loops` picks one per
+element format): BIT_LOOPS (`_stochastic_element`, every format), UNIFORM_LOOPS
+(elements with a wide normal range: the runs whose magnitudes all lie in it
+drop the same number of bits, `_uniform_stochastic_element`) and GRID_LOOPS
+(fixed point: one spacing throughout, float32 arithmetic,
+`_grid_stochastic_element`). Its column form (``column_kernel``: blocks along another axis than the last,
 nearest and stochastic) runs the same passes vectorised over the inner index
 (the comment above `_fast_columns`).
 """
@@ -752,7 +758,12 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
 #    `chunk_top`): for raw normal data about one block in 45 of mxfp4 and one
 #    in 65 of mxint8, which pass D would otherwise visit (about 150 ns a
 #    block there on 1e7 values, of which the float64 rounding of its few
-#    elements is a small part: the visit itself costs). A ragged last block's
+#    elements is a small part: the visit itself costs). In the UNIFORM_LOOPS
+#    copy the runs of the blocks whose nonzero magnitudes all lie in the
+#    element's normal range (UNIFORM_RUNS, also from pass B: for raw normal
+#    data onto E4M3 all but about one block in 300) take a third loop,
+#    `_uniform_stochastic_element`; in the GRID_LOOPS copy the narrow runs take
+#    `_grid_stochastic_element`. A ragged last block's
 #    elements after its last full run take `_round_piece`'s fast loop (the
 #    wide one where its block's runs do). Each run prefetches the run
 #    PREFETCH elements on (the next chunk's, to read and to write): pass A of
