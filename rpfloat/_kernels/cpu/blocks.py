@@ -491,42 +491,39 @@ def _uniform_stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, 
 
 @njit(**NUMBA_OPTIONS)
 def grid_constants(params, rand_bits):
-    """What `_grid_stochastic_element` reads besides a block's `grid_scale`:
-    the random word's mask, 2**32 (float32), the largest shifted magnitude in
-    spacings (the kernel's clamp over the spacing, float32), and the mask of a
-    zero result's sign."""
-    quantum = params[P_BELOW_QUANTUM_BITS]
-    top = bits_to_float32(np.int32(params[P_FAST_HIGH_BITS] - quantum + (np.int64(127) << 23)))
-    return (top_bits_mask_32(rand_bits, 0), np.float32(2.0**32), top,
+    """What `_grid_stochastic_element` reads: the random word's mask, 2**32
+    (float32), one over the spacing (float32: the spacing is a normal power of
+    two, `has_grid_loops`) and the mask of a zero result's sign."""
+    inverse = bits_to_float32(np.int32((np.int64(254) << 23) - params[P_BELOW_QUANTUM_BITS]))
+    return (top_bits_mask_32(rand_bits, 0), np.float32(2.0**32), inverse,
             np.int32(0) if params[P_NO_NEGATIVE_ZERO] != 0 else np.int32(-1))
 
 
 @njit(**NUMBA_OPTIONS)
-def grid_scale(shift_32, quantum):
-    """``(scale, back)`` of a block whose exponent field shifts by `shift_32`,
-    for `_grid_stochastic_element`: the float32 power of two that takes a
-    magnitude to the block's shifted one in spacings (`quantum`: the
-    spacing's float32 bits), and what the bits of a whole number of spacings
-    (a float32) add to go back."""
-    scale = bits_to_float32(np.int32((np.int64(254) << 23) - shift_32 - quantum))
-    return scale, np.int32(quantum - (np.int64(127) << 23) + shift_32)
+def grid_back(shift_32, quantum):
+    """For `_grid_stochastic_element`, in a block whose exponent field shifts by
+    `shift_32`: what the float32 bits of a whole number of spacings add to go
+    back (`quantum`: the spacing's bits)."""
+    return np.int32(quantum - (np.int64(127) << 23) + shift_32)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
-def _grid_stochastic_element(bits, scale, back, keyed_high, multipliers, grid):
+def _grid_stochastic_element(bits, shift_32, clamp, back, keyed_high, multipliers, grid):
     """`_stochastic_element` for elements whose values are the multiples of
     one spacing throughout the fast range (fixed point: `has_grid_loops`), in
-    float32 arithmetic: the shifted magnitude in spacings ``s`` (exact: a
-    power of two times the magnitude, at most the range's top), its whole
-    part ``w`` and the fraction ``s - w`` (both exact), and ``F``, the
-    fraction times 2**32 (exact: over the fast range the fraction has at
-    most 32 bits) decide as `_stochastic_element` does: ``w`` steps up by one
-    where the random word plus ``F`` carries out of 32 bits. The result
-    ``w`` spacings, a float32 whose bits `back` shifts back (`grid_scale`;
-    zero: 0 with the sign where the format has -0)."""
-    word_mask, two_32, top, zero_sign = grid
+    float32 arithmetic: the shifted magnitude ``y`` in spacings ``s`` (exact:
+    a normal float32 times a power of two, below 2**24), its whole part ``w``
+    and the fraction ``s - w`` (both exact), and ``F``, the fraction times
+    2**32 (exact: over the fast range the fraction has at most 32 bits)
+    decide as `_stochastic_element` does: ``w`` steps up by one where the
+    random word plus ``F`` carries out of 32 bits. The result is ``w``
+    spacings, a float32 whose bits `back` shifts back (`grid_back`: results
+    are normal float32s in a fast block; zero: 0 with the sign where the
+    format has -0)."""
+    word_mask, two_32, inverse, zero_sign = grid
     magnitude = np.int32(bits & MAGNITUDE_32)
-    spacings = min(bits_to_float32(magnitude) * scale, top)
+    y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
+    spacings = bits_to_float32(y) * inverse
     whole = np.uint32(spacings)
     fraction = np.uint32((spacings - np.float32(whole)) * two_32)
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
@@ -668,7 +665,7 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         runs = source.size // LANES
         run_step = wrapping_mul(weyl_step, np.uint32(LANES))
         uniform_threshold = _below_threshold(shift, uniform_least)
-        scale, back = grid_scale(shift_32, np.int64(params[P_BELOW_QUANTUM_BITS]))
+        back = grid_back(shift_32, np.int64(params[P_BELOW_QUANTUM_BITS]))
         for run in range(runs):  # a loop of a constant count per run, vectorised whole
             _prefetch_run(source_row, target_row, ahead + run * LANES)
             source_run = source[run * LANES:run * LANES + LANES]
@@ -692,8 +689,8 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
                     continue
             if mode == STOCHASTIC and grid_runs:
                 for a in range(LANES):
-                    target_run[a] = _grid_stochastic_element(source_run[a], scale, back, keyed_high, multipliers,
-                                                             grid)
+                    target_run[a] = _grid_stochastic_element(source_run[a], shift_32, clamp, back, keyed_high,
+                                                             multipliers, grid)
                     keyed_high = wrapping_add(keyed_high, weyl_step)
                 keyed_low = wrapping_add(keyed_low, run_step)
                 continue
@@ -1055,10 +1052,10 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                                                                     drop_offset, zero_sign)
                                 continue
                             if mode == STOCHASTIC and grid_runs:
-                                scale, back = grid_scale(shift_32, quantum)
+                                back = grid_back(shift_32, quantum)
                                 for a in range(LANES):
-                                    target_run[a] = _grid_stochastic_element(source_run[a], scale, back, keyed_high,
-                                                                             multipliers, grid)
+                                    target_run[a] = _grid_stochastic_element(source_run[a], shift_32, clamp, back,
+                                                                             keyed_high, multipliers, grid)
                                     keyed_high = wrapping_add(keyed_high, weyl_step)
                                     keyed_low = wrapping_add(keyed_low, weyl_step)
                                 continue
