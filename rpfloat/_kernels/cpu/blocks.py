@@ -523,7 +523,9 @@ def _grid_stochastic_element(bits, shift_32, clamp, back, keyed_high, multiplier
     word_mask, two_32, inverse, zero_sign = grid
     magnitude = np.int32(bits & MAGNITUDE_32)
     y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
-    spacings = bits_to_float32(y) * inverse
+    # (at least 0: a magnitude below the range, which pass D redoes, may shift below 0; the
+    # conversions below are defined for [0, 2**32) only)
+    spacings = max(bits_to_float32(y) * inverse, np.float32(0.0))
     whole = np.uint32(spacings)
     fraction = np.uint32((spacings - np.float32(whole)) * two_32)
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
@@ -1180,8 +1182,10 @@ def general_kernel(data_dtype):
 def fast_kernel(mode, loops=BIT_LOOPS):
     """The compiled entry point of the fast kernel for `mode` (compiled, or loaded
     from numba's cache, on first use), or None for a mode it does not serve;
-    in stochastic rounding the copy with the element loops `loops`
-    (`stochastic_loops`)."""
+    in stochastic rounding the copy with the element loops `loops`: those
+    `stochastic_loops` gives for the format (GRID_LOOPS gives wrong bits for
+    a format that `has_grid_loops` refuses; UNIFORM_LOOPS and BIT_LOOPS serve
+    every format)."""
     if mode not in FAST_BITS_MODES:
         return None
     if mode == STOCHASTIC and loops != BIT_LOOPS:
