@@ -526,14 +526,15 @@ def _grid_stochastic_element(bits, shift_32, clamp, back, keyed_high, multiplier
     # (at least 0: a magnitude below the range, which pass D redoes, may shift below 0; the
     # conversions below are defined for [0, 2**32) only)
     spacings = max(bits_to_float32(y) * inverse, np.float32(0.0))
-    whole = np.uint32(spacings)
-    fraction = np.uint32((spacings - np.float32(whole)) * two_32)
+    whole = np.float32(np.uint32(spacings))
+    fraction = np.uint32((spacings - whole) * two_32)
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
-    count = np.uint32(whole + np.uint32(np.uint32(word + fraction) < fraction))
+    count = whole + np.float32(1.0) if np.uint32(word + fraction) < fraction else whole  # (exact: below 2**24)
+    count_bits = float32_to_bits(count)
     sign = np.int32(bits ^ magnitude)
-    if count == 0:  # formats without -0 give +0
+    if count_bits == 0:  # formats without -0 give +0
         sign &= zero_sign
-    return np.int32((np.int32(float32_to_bits(np.float32(count)) + back) if count != 0 else np.int32(0)) | sign)
+    return np.int32((np.int32(count_bits + back) if count_bits != 0 else np.int32(0)) | sign)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
