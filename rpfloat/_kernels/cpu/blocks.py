@@ -412,6 +412,18 @@ def stochastic_low(params, low):
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
+def _shifted_back(bits, magnitude, rounded, shift_32, zero_sign):
+    """The stochastic loops' result for float32 `bits` of `magnitude` whose
+    rounded shifted magnitude is `rounded` (float32 bits): shifted back by
+    `shift_32`, with the sign of `bits`; 0 stays 0, without its sign where
+    `zero_sign` is 0 (formats without -0)."""
+    sign = np.int32(bits ^ magnitude)
+    if rounded == 0:  # formats without -0 give +0
+        sign &= zero_sign
+    return np.int32((np.int32(rounded + shift_32) if rounded != 0 else np.int32(0)) | sign)
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
 def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constants):
     """`_fast_element` in stochastic rounding: the decisions of
     `fast_round_bits` with fewer operations (`constants`: `stochastic_constants`).
@@ -442,10 +454,7 @@ def _stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, constant
     random = np.int32(shift_right(shift_right(word, np.uint32(1)), np.uint32(np.int32(31) - drop)))
     kept = np.int32(np.int32(low_bits + random) & shift_left(np.int32(-1), drop))
     rounded = (quantum if kept != 0 else np.int32(0)) if below else kept
-    sign = np.int32(bits ^ magnitude)
-    if rounded == 0:  # formats without -0 give +0
-        sign &= zero_sign
-    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+    return _shifted_back(bits, magnitude, rounded, shift_32, zero_sign)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -483,10 +492,7 @@ def _uniform_stochastic_element(bits, shift_32, clamp, keyed_high, multipliers, 
     y = np.int32(min(np.int32(magnitude - shift_32), clamp) if magnitude != 0 else np.int32(0))
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
     rounded = np.int32(np.int32(y + np.int32(shift_right(word, right))) & keep_mask)
-    sign = np.int32(bits ^ magnitude)
-    if rounded == 0:  # formats without -0 give +0
-        sign &= zero_sign
-    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+    return _shifted_back(bits, magnitude, rounded, shift_32, zero_sign)
 
 
 @njit(**NUMBA_OPTIONS)
@@ -531,10 +537,7 @@ def _grid_stochastic_element(bits, shift_32, clamp, back, keyed_high, multiplier
     word = np.uint32(mix_high(keyed_high, multipliers) & word_mask)
     count = whole + np.float32(1.0) if np.uint32(word + fraction) < fraction else whole  # (exact: below 2**24)
     count_bits = float32_to_bits(count)
-    sign = np.int32(bits ^ magnitude)
-    if count_bits == 0:  # formats without -0 give +0
-        sign &= zero_sign
-    return np.int32((np.int32(count_bits + back) if count_bits != 0 else np.int32(0)) | sign)
+    return _shifted_back(bits, magnitude, count_bits, back, zero_sign)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)
@@ -548,10 +551,7 @@ def _stepped(bits, magnitude, y, up, step, shift_32, aligned, quantum, zero_sign
     rounded = np.int32(np.int32(y + (step if up else np.int32(0))) & ~np.int32(step - np.int32(1)))
     if y < aligned:  # below one spacing: 0 or one spacing (a zero: 0)
         rounded = quantum if up and y != 0 else np.int32(0)
-    sign = np.int32(bits ^ magnitude)
-    if rounded == 0:  # formats without -0 give +0
-        sign &= zero_sign
-    return np.int32((rounded + shift_32 if rounded != 0 else np.int32(0)) | sign)
+    return _shifted_back(bits, magnitude, rounded, shift_32, zero_sign)
 
 
 @njit(**NUMBA_OPTIONS)
