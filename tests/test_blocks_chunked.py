@@ -14,7 +14,9 @@ import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.cpu import blocks
-from rpfloat._kernels.cpu.blocks import BIT_LOOPS, CHUNK, UNIFORM_LOOPS, fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import CHUNK, general_kernel
+
+from fast_blocks import run_fast_forms
 
 SEGMENT = 2**32
 
@@ -46,18 +48,7 @@ def _both(x, fmt, mode, key=2024, offset=7, rand_bits=64):
     blocks_per_row = -(-length // block_size)
     block_params = plan.block_params[:6] + (block_size, 0)
     fast_out, fast_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
-    # nearest onto float elements: rounding by adding (what rp.round takes) and by bits; stochastic:
-    # the kernel's copies with other loops, the uniform one whatever the format; the same bits
-    variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
-    if plan.mode == rp.Mode.STOCHASTIC:  # (the grid loop serves some formats only)
-        variants += [(0, loops) for loops in {UNIFORM_LOOPS, plan.stochastic_loops} - {BIT_LOOPS}]
-    for adding, loops in variants:
-        fast_kernel(int(plan.mode), loops)(x.view(np.int32), fast_out.view(np.int32), fast_scales,
-                                                  plan.fast_params, plan.element_params, block_params,
-                                                  plan.float_params, adding, key, offset, plan.rand_bits)
-        if (adding, loops) == (0, BIT_LOOPS):
-            first = fast_out.copy()
-    np.testing.assert_array_equal(fast_out.view(np.uint32), first.view(np.uint32))
+    run_fast_forms(x, plan, block_params, fast_out, fast_scales, key, offset)
     general_out, general_scales = np.empty_like(x), np.empty((rows, blocks_per_row))
     general_kernel(np.float32)(x.reshape(rows, length, 1), general_out.reshape(rows, length, 1),
                                general_scales.reshape(rows, blocks_per_row, 1), plan.element_params,

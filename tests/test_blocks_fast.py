@@ -9,8 +9,9 @@ import pytest
 import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
-from rpfloat._kernels.cpu.blocks import BIT_LOOPS, UNIFORM_LOOPS, fast_kernel, general_kernel
+from rpfloat._kernels.cpu.blocks import general_kernel
 
+from fast_blocks import run_fast_forms
 from fpenv import FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, X86_64_GLIBC, rounding_direction
 
 FORMATS = [
@@ -50,18 +51,7 @@ def _run_both(x, fmt, mode, key, rand_bits, offset=7):
         out = np.empty_like(x)
         scales = np.empty((rows, blocks))
         if fast:
-            # nearest onto float elements: rounding by adding (what rp.round takes) and by bits;
-            # stochastic: the kernel's copies with other loops, the uniform one whatever the format
-            variants = [(adding, False) for adding in ((0, 1) if plan.by_adding else (0,))]
-            if plan.mode == rp.Mode.STOCHASTIC:  # (the grid loop serves some formats only)
-                variants += [(0, loops) for loops in {UNIFORM_LOOPS, plan.stochastic_loops} - {BIT_LOOPS}]
-            for adding, loops in variants:
-                fast_kernel(int(plan.mode), loops)(x.view(np.int32), out.view(np.int32), scales,
-                                                          plan.fast_params, plan.element_params, block_params,
-                                                          plan.float_params, adding, key, offset, plan.rand_bits)
-                if (adding, loops) == (0, BIT_LOOPS):
-                    first = out.copy()
-            np.testing.assert_array_equal(out.view(np.uint32), first.view(np.uint32))
+            run_fast_forms(x, plan, block_params, out, scales, key, offset)
         else:
             general_kernel(np.float32)(x.reshape(rows, length, 1), out.reshape(rows, length, 1),
                                        scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params,
