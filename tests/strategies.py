@@ -109,6 +109,20 @@ def fixed_formats(draw, *, max_word=53):
         assume(False)
 
 
+@st.composite
+def scaled_formats(draw, elements, block_sizes):
+    """A ScaledFormat of an element drawn from `elements`, a block size from
+    `block_sizes` and any power-of-two scale rounding (combinations the
+    constructor refuses are skipped)."""
+    element = draw(elements)
+    block_size = draw(block_sizes)
+    rounding = draw(st.sampled_from(["floor", "ceil", "even", "rceil"]))
+    try:
+        return rp.ScaledFormat(element, block_size=block_size, scale_rounding=rounding)
+    except (ValueError, TypeError):
+        assume(False)
+
+
 def deterministic_modes(aliases=True):
     """Mode names (and, with `aliases`, their alias spellings) of the deterministic modes."""
     names = [alias for mode in DETERMINISTIC_MODES for alias in MODE_ALIASES[mode]]

@@ -20,7 +20,7 @@ from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.cpu import blocks
 from rpfloat._kernels.cpu.blocks import BIT_LOOPS, GRID_LOOPS, UNIFORM_LOOPS, fast_kernel, general_kernel
-from strategies import fixed_formats, float_formats
+from strategies import fixed_formats, float_formats, scaled_formats
 
 RAND_BITS = [64, 1, 2, 8, 9, 23, 24, 25, 31, 32, 33, 63]
 BOUNDARY_OFFSETS = [0, 7, 2**32 - 40, 2**32 - 4096 - 5, 2**33 - 100, 2**32 + 1]
@@ -92,14 +92,9 @@ BLOCK_SIZES = st.sampled_from([32, 64, 128, 4096, None, 33, 96, 7])
 
 @st.composite
 def cases(draw):
-    element = draw(st.one_of(float_formats(max_exp_bits=8, max_man_bits=23), fixed_formats(max_word=26),
-                             st.sampled_from(NAMED), st.sampled_from(EDGES)))
-    block_size = draw(BLOCK_SIZES)
-    rounding = draw(st.sampled_from(["floor", "ceil", "even", "rceil"]))
-    try:
-        fmt = rp.ScaledFormat(element, block_size=block_size, scale_rounding=rounding)
-    except (ValueError, TypeError):
-        assume(False)
+    fmt = draw(scaled_formats(st.one_of(float_formats(max_exp_bits=8, max_man_bits=23), fixed_formats(max_word=26),
+                                        st.sampled_from(NAMED), st.sampled_from(EDGES)), BLOCK_SIZES))
+    block_size = fmt.block_size
     rand_bits = draw(st.sampled_from(RAND_BITS))
     plan = _plan(fmt, rand_bits)
     assume(plan.fast_params is not None)

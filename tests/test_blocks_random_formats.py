@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
-from strategies import fixed_formats, float_formats
+from strategies import fixed_formats, float_formats, scaled_formats
 from test_blocks_fast import _run_both
 
 BLOCK_SIZES = st.one_of(st.sampled_from([1, 2, 5, 16, 32, 64, 256, None]), st.integers(1, 80))
@@ -21,13 +21,8 @@ BLOCK_SIZES = st.one_of(st.sampled_from([1, 2, 5, 16, 32, 64, 256, None]), st.in
 
 @st.composite
 def cases(draw):
-    element = draw(st.one_of(float_formats(max_exp_bits=8, max_man_bits=12), fixed_formats(max_word=30)))
-    block_size = draw(BLOCK_SIZES)
-    rounding = draw(st.sampled_from(["floor", "ceil", "even", "rceil"]))
-    try:
-        fmt = rp.ScaledFormat(element, block_size=block_size, scale_rounding=rounding)
-    except (ValueError, TypeError):
-        assume(False)
+    fmt = draw(scaled_formats(st.one_of(float_formats(max_exp_bits=8, max_man_bits=12), fixed_formats(max_word=30)),
+                              BLOCK_SIZES))
     mode = draw(st.sampled_from(layout.ALL_MODES))
     plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, None, np.float32)
     assume(plan.fast_params is not None)
