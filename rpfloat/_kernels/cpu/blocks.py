@@ -817,7 +817,7 @@ def block_extremes(source, blocks, block_size, largest, least):
 
 @njit(**NUMBA_OPTIONS)
 def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, element_max, low, top, largest_result,
-                 quantum, narrow_low, narrow_top, uniform_least, wide):
+                 quantum, narrow_low, narrow_top, uniform_least, run_loops):
     """Pass B: for each of the first `blocks` blocks, from its `largest` and
     `least` (`block_extremes`), its scale into `scales` (NaN for a NaN block),
     the shift of its exponent field (``s << 23``) into `shifts` and its kind into
@@ -827,7 +827,7 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
     `quantum`) stay normal float32s after the shift back; its magnitudes lie in
     the range where its largest shifted one is at most `top` and its least
     nonzero one is a normal float32 whose shifted magnitude is at least `low`.
-    And into `wide` (None: no flags, for the modes without a wide loop) the
+    And into `run_loops` (None: no flags, for the modes without a wide loop) the
     loop the block's runs take: WIDE_RUNS where the block has a nonzero
     magnitude whose shifted one lies below `narrow_low` or above `narrow_top`,
     the ends of the range of `_stochastic_element` (in stochastic rounding
@@ -872,10 +872,10 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
             np.int64(SOME_ELEMENTS) if results_fast else np.int64(FLOAT64_BLOCK)))
         kinds[b] = kind
         worst = max(worst, kind)
-        if wide is not None:  # (None: a compiled copy without the flags)
+        if run_loops is not None:  # (None: a compiled copy without the flags)
             beyond = ((small != 0) & (small - shift < narrow_low)) | (big - shift > narrow_top)
             uniform = (small == 0) | (small - shift >= uniform_least)
-            wide[b] = np.int8(WIDE_RUNS if beyond else (UNIFORM_RUNS if uniform else NARROW_RUNS))
+            run_loops[b] = np.int8(WIDE_RUNS if beyond else (UNIFORM_RUNS if uniform else NARROW_RUNS))
     return worst
 
 
@@ -979,7 +979,7 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
         if chunked(block_size):  # passes A to D over each chunk (the comment above `chunked`)
             largest_a, least_a = np.empty(CHUNK // LANES, np.int32), np.empty(CHUNK // LANES, np.uint32)
             block_shifts, kinds = np.empty(CHUNK // 2, np.int32), np.empty(CHUNK // 2, np.int8)
-            wide_runs = np.zeros(CHUNK // LANES, np.int8)  # per block: the loop its runs take
+            run_loops = np.zeros(CHUNK // LANES, np.int8)  # per block: the loop its runs take
             # stochastic rounding: passes B and D with the wide loop's range (from 2**-32
             # spacings, to the negative max), which rounds the blocks with magnitudes
             # outside [`low`, `top`] (`_wide_stochastic_element`)
@@ -1005,7 +1005,7 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                     if mode == STOCHASTIC:
                         worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
                                              block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
-                                             largest_result, quantum, low, top, uniform_least, wide_runs)
+                                             largest_result, quantum, low, top, uniform_least, run_loops)
                     else:
                         worst = scale_blocks(largest, least, blocks, scales_row[block0:block0 + blocks],
                                              block_shifts, kinds, block_params, element_max, chunk_low, chunk_top,
@@ -1031,7 +1031,7 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
                             if mode == STOCHASTIC:  # (a branch numba drops in the other kernels)
-                                run_loop = wide_runs[run >> per_block]
+                                run_loop = run_loops[run >> per_block]
                                 if uniform_runs and run_loop == UNIFORM_RUNS:
                                     for a in range(LANES):
                                         target_run[a] = _uniform_stochastic_element(source_run[a], shift_32, clamp,
@@ -1076,7 +1076,7 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                         # rounds those outside the range again, as in the runs), a loop of its own
                         # (`_round_piece` here would be a second copy of it to compile)
                         shift_32 = block_shifts[blocks - 1]
-                        last_wide = wide_runs[blocks - 1] == WIDE_RUNS
+                        last_wide = run_loops[blocks - 1] == WIDE_RUNS
                         for a in range(size - size % LANES, size):
                             target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
                                                             multipliers, params, mode, rand_bits, constants)
