@@ -391,6 +391,12 @@ def build_cases(peers: list[Peer]) -> list[Case]:
     for mode in ("nearest", "stochastic"):
         cases.append(Case("scaled", "mxfp8_e4m3 along axis 0", rp.ScaledFormat("e4m3", block_size=32, axis=0), mode,
                           f32, value_sets=("gauss",), rows=2500))
+    # float64 data (NumPy's default dtype): the segments' scales and quotients, then the
+    # element format's own float64 kernel (rpfloat._kernels.cpu.float64_blocks)
+    for label, spec in SCALED_FORMATS:
+        if label in ("mxfp8_e4m3", "mxfp4_e2m1", "mxint8", "e4m3 per tensor"):
+            for mode in ("nearest", "stochastic"):
+                cases.append(Case("scaled", label, make_format(spec), mode, f64, value_sets=("gauss",)))
     for label in ("bfloat16", "e4m3"):
         fmt, ml = fmts[label]
         for threads in (1, 2):

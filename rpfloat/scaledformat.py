@@ -126,6 +126,9 @@ class ScaledFormat:
         if not isinstance(self.scale_rounding, str) or self.scale_rounding not in SCALE_ROUNDINGS:
             raise ValueError(f"scale_rounding must be one of {SCALE_ROUNDINGS}, got {self.scale_rounding!r}")
         if isinstance(self.scale_format, FloatFormat):
+            if not element.max > 0:
+                raise ValueError(f"element {element!r} has no positive value: a scale_format with significand "
+                                 "bits takes m / element.max")
             if self.scale_rounding != "floor":
                 raise ValueError(
                     f"scale_rounding={self.scale_rounding!r} is for power-of-two scales; a scale format "

@@ -1,7 +1,9 @@
 """``round``, ``encode`` and ``decode`` for scaled formats (:class:`ScaledFormat`):
 validate, make a plan, lay the data out as ``(outer, axis, inner)`` and hand
-them to a block kernel (``rpfloat._kernels.cpu.blocks``: power-of-two scales and
-the general one; ``rpfloat._kernels.cpu.grid_blocks``: significand scales)."""
+them to a block kernel (``rpfloat._kernels.cpu.blocks``: float32 data with
+power-of-two scales, and the general one; ``rpfloat._kernels.cpu.grid_blocks``:
+float32 data with significand scales; ``rpfloat._kernels.cpu.float64_blocks``:
+float64 data blocked along the last axis, with the element format's own kernel)."""
 from __future__ import annotations
 
 import functools
@@ -18,10 +20,12 @@ from ._kernels.core.layout import (
 from ._kernels.cpu.blocks import (
     BIT_LOOPS, column_kernel, fast_kernel, general_kernel, rounds_by_adding, stochastic_loops,
 )
+from ._kernels.cpu import float64_blocks
+from ._kernels.cpu.backend import round_carrier
 from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
-from ._plan import check_rand_bits, random_key
+from ._plan import check_rand_bits, plan_for, random_key
 from .modes import Mode, parse_mode
 from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
 
@@ -34,6 +38,9 @@ _SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
 _LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
+# float64 data rounded at a time by `_float64_rows`: the data, their quotients and
+# the results of a segment (256 KiB each) stay in the core's L2 cache between its steps
+SEGMENT = 1 << 15
 
 
 class ScaledPlan(NamedTuple):
@@ -247,6 +254,9 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
              plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
+    elif work_dtype == _FLOAT64 and not columns:
+        _float64_rows(array.reshape(rows), result.reshape(rows), scales.reshape(row_scales), plan, block_params,
+                      float_params, key, offset, write_elements)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
                                    plan.element_params, plan.scale_params, block_params, float_params,
@@ -256,6 +266,46 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     else:
         scales = scales.reshape(array.shape[:axis] + (blocks,) + array.shape[axis + 1:])
     return result, scales, tensor_scale
+
+
+def _float64_rows(array, result, scales, plan: ScaledPlan, block_params, float_params, key, offset,
+                  write_elements):
+    """`run_blocks` for float64 rows ``(outer, length)`` blocked along them (scales
+    ``(outer, blocks)``): the steps of ``float64_blocks``, SEGMENT elements at a
+    time (whole rows, or whole blocks of a row, where they fit)."""
+    outer, length = array.shape
+    if outer == 0 or length == 0:
+        return
+    block_scales, scale_down, scale_up, fix_tiny = float64_blocks.kernels()
+    element_plan = plan_for(plan.fmt.element, plan.mode, "saturate", plan.rand_bits if plan.mode.is_stochastic else None,
+                            _FLOAT64)
+    block_size, mode = block_params[block_layout.B_BLOCK_SIZE], int(plan.mode)
+    low, high = float(plan.fmt.element.min), float(plan.fmt.element.max)
+    leasts = np.empty_like(scales)  # each block's least nonzero magnitude
+    long_blocks = length > SEGMENT and block_size > SEGMENT
+    if long_blocks:  # pieces of blocks longer than a segment: their scales first, in a pass of their own
+        block_scales(array, scales, leasts, 0, length, block_size, block_params, float_params, plan.scale_params)
+    row_step = max(1, SEGMENT // length)  # whole rows where they fit, else pieces of one (whole blocks)
+    column_step = length if length <= SEGMENT else SEGMENT if long_blocks else SEGMENT // block_size * block_size
+    quotients = np.empty(min(SEGMENT, outer * length))
+    for first_row in range(0, outer, row_step):
+        stop_row = min(outer, first_row + row_step)
+        rows, targets = array[first_row:stop_row], result[first_row:stop_row]
+        row_scales, row_leasts = scales[first_row:stop_row], leasts[first_row:stop_row]
+        for first in range(0, length, column_step):
+            stop = min(length, first + column_step)
+            if not long_blocks:
+                block_scales(rows, row_scales, row_leasts, first, stop, block_size, block_params, float_params,
+                             plan.scale_params)
+            tiny = scale_down(rows, quotients, row_scales, row_leasts, first, stop, block_size, low, high,
+                              block_params)
+            # (whole rows, or a piece of one row: a view, in the data's order)
+            segment = targets[:, first:stop].reshape(-1)
+            round_carrier(element_plan, quotients[:segment.size], segment, key, offset + first_row * length + first)
+            scale_up(targets, row_scales, first, stop, block_size, write_elements)
+            if tiny:
+                fix_tiny(rows, targets, row_scales, first, stop, block_size, block_params, plan.element_params, mode,
+                         key, offset + first_row * length, plan.rand_bits, write_elements)
 
 
 def _adding(plan: ScaledPlan) -> int:

@@ -11,7 +11,7 @@ import numpy as np
 
 from .table import choose, first_available
 
-__all__ = ["run"]
+__all__ = ["run", "round_carrier"]
 
 _FLOAT32 = np.dtype(np.float32)
 # Below this many elements one thread is faster than handing ranges to a pool
@@ -48,6 +48,16 @@ def run(plan, array, result, key, offset=0):
     is_complex = result.dtype.kind == "c"
     # key: a Python int, which the kernel's entry point takes as its uint64 without a NumPy scalar
     _run_kernel(_flat_parts(array), _flat_parts(result), plan, key, offset * (2 if is_complex else 1))
+
+
+def round_carrier(plan, source, target, key, offset):
+    """Round `source` into `target`, flat C-contiguous arrays of the plan's carrier
+    dtype that do not overlap, in the calling thread: `run` without its checks,
+    copies and threads, for callers that round many pieces of an array in
+    cache (``float64_blocks``)."""
+    kernel = _kernel_for(plan, plan.bits, False)
+    kernel(source.view(plan.bits), target.view(plan.bits), plan.params, plan.params, int(plan.mode), key, offset,
+           plan.rand_bits)
 
 
 def _flat_parts(array):
