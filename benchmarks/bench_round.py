@@ -397,6 +397,9 @@ def build_cases(peers: list[Peer]) -> list[Case]:
         if label in ("mxfp8_e4m3", "mxfp4_e2m1", "mxint8", "e4m3 per tensor"):
             for mode in ("nearest", "stochastic"):
                 cases.append(Case("scaled", label, make_format(spec), mode, f64, value_sets=("gauss",)))
+    for mode in ("nearest", "stochastic"):
+        cases.append(Case("scaled", "mxfp8_e4m3 along axis 0", rp.ScaledFormat("e4m3", block_size=32, axis=0), mode,
+                          f64, value_sets=("gauss",), rows=2500))
     for label in ("bfloat16", "e4m3"):
         fmt, ml = fmts[label]
         for threads in (1, 2):

@@ -3,7 +3,7 @@ validate, make a plan, lay the data out as ``(outer, axis, inner)`` and hand
 them to a block kernel (``rpfloat._kernels.cpu.blocks``: float32 data with
 power-of-two scales, and the general one; ``rpfloat._kernels.cpu.grid_blocks``:
 float32 data with significand scales; ``rpfloat._kernels.cpu.float64_blocks``:
-float64 data blocked along the last axis, with the element format's own kernel)."""
+float64 data, with the element format's own kernel)."""
 from __future__ import annotations
 
 import functools
@@ -38,7 +38,7 @@ _SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
 _LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
-# float64 data rounded at a time by `_float64_rows`: the data, their quotients and
+# float64 data rounded at a time by `_float64_blocks`: the data, their quotients and
 # the results of a segment (256 KiB each) stay in the core's L2 cache between its steps
 SEGMENT = 1 << 15
 
@@ -254,9 +254,9 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
              plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
-    elif work_dtype == _FLOAT64 and not columns:
-        _float64_rows(array.reshape(rows), result.reshape(rows), scales.reshape(row_scales), plan, block_params,
-                      float_params, key, offset, write_elements)
+    elif work_dtype == _FLOAT64:
+        _float64_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales, plan,
+                        block_params, float_params, key, offset, write_elements)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
                                    plan.element_params, plan.scale_params, block_params, float_params,
@@ -268,44 +268,54 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     return result, scales, tensor_scale
 
 
-def _float64_rows(array, result, scales, plan: ScaledPlan, block_params, float_params, key, offset,
-                  write_elements):
-    """`run_blocks` for float64 rows ``(outer, length)`` blocked along them (scales
-    ``(outer, blocks)``): the steps of ``float64_blocks``, SEGMENT elements at a
-    time (whole rows, or whole blocks of a row, where they fit)."""
-    outer, length = array.shape
-    if outer == 0 or length == 0:
+def _float64_blocks(array, result, scales, plan: ScaledPlan, block_params, float_params, key, offset,
+                    write_elements):
+    """`run_blocks` for float64 data ``(outer, length, inner)`` blocked along the
+    middle axis (scales ``(outer, blocks, inner)``): the steps of
+    ``float64_blocks`` (its column form where ``inner > 1``), SEGMENT values at
+    a time: whole outer indices where they fit, else whole blocks of one, else
+    pieces of a block, whose scales come first, in a pass over the block."""
+    outer, length, inner = array.shape
+    if array.size == 0:
         return
-    block_scales, scale_down, scale_up, fix_tiny = float64_blocks.kernels()
+    columns = inner != 1
+    if not columns:  # (the row form takes 2-D views)
+        array, result, scales = array.reshape(outer, length), result.reshape(outer, length), scales.reshape(outer, -1)
+    find_scales, make_quotients, multiply, fix_tiny = float64_blocks.kernels(columns)
     element_plan = plan_for(plan.fmt.element, plan.mode, "saturate", plan.rand_bits if plan.mode.is_stochastic else None,
                             _FLOAT64)
     block_size, mode = block_params[block_layout.B_BLOCK_SIZE], int(plan.mode)
     low, high = float(plan.fmt.element.min), float(plan.fmt.element.max)
     leasts = np.empty_like(scales)  # each block's least nonzero magnitude
-    long_blocks = length > SEGMENT and block_size > SEGMENT
-    if long_blocks:  # pieces of blocks longer than a segment: their scales first, in a pass of their own
-        block_scales(array, scales, leasts, 0, length, block_size, block_params, float_params, plan.scale_params)
-    row_step = max(1, SEGMENT // length)  # whole rows where they fit, else pieces of one (whole blocks)
-    column_step = length if length <= SEGMENT else SEGMENT if long_blocks else SEGMENT // block_size * block_size
-    quotients = np.empty(min(SEGMENT, outer * length))
-    for first_row in range(0, outer, row_step):
-        stop_row = min(outer, first_row + row_step)
-        rows, targets = array[first_row:stop_row], result[first_row:stop_row]
-        row_scales, row_leasts = scales[first_row:stop_row], leasts[first_row:stop_row]
-        for first in range(0, length, column_step):
-            stop = min(length, first + column_step)
-            if not long_blocks:
-                block_scales(rows, row_scales, row_leasts, first, stop, block_size, block_params, float_params,
-                             plan.scale_params)
-            tiny = scale_down(rows, quotients, row_scales, row_leasts, first, stop, block_size, low, high,
-                              block_params)
-            # (whole rows, or a piece of one row: a view, in the data's order)
-            segment = targets[:, first:stop].reshape(-1)
-            round_carrier(element_plan, quotients[:segment.size], segment, key, offset + first_row * length + first)
-            scale_up(targets, row_scales, first, stop, block_size, write_elements)
-            if tiny:
-                fix_tiny(rows, targets, row_scales, first, stop, block_size, block_params, plan.element_params, mode,
-                         key, offset + first_row * length, plan.rand_bits, write_elements)
+    # a band of rows takes its scales in one call: a segment of whole blocks, or one
+    # block longer than a segment, rounded in segments after
+    long_blocks = length * inner > SEGMENT and block_size * inner > SEGMENT
+    outer_step = max(1, SEGMENT // (length * inner))
+    row_step = (length if length * inner <= SEGMENT else max(1, SEGMENT // inner) if long_blocks
+                else SEGMENT // (block_size * inner) * block_size)
+    band_rows = block_size if long_blocks else row_step
+    quotients = np.empty(min(max(SEGMENT, inner), array.size))
+    for first_outer in range(0, outer, outer_step):
+        stop_outer = min(outer, first_outer + outer_step)
+        sources, targets = array[first_outer:stop_outer], result[first_outer:stop_outer]
+        segment_scales, segment_leasts = scales[first_outer:stop_outer], leasts[first_outer:stop_outer]
+        for band in range(0, length, band_rows):
+            band_stop = min(length, band + band_rows)
+            find_scales(sources, segment_scales, segment_leasts, band, band_stop, block_size, block_params,
+                        float_params, plan.scale_params)
+            for first in range(band, band_stop, row_step):
+                stop = min(band_stop, first + row_step)
+                tiny = make_quotients(sources, quotients, segment_scales, segment_leasts, first, stop, block_size,
+                                      low, high, block_params)
+                # (whole outer indices, or rows of one: a view, in the data's order)
+                segment = targets[:, first:stop].reshape(-1)
+                round_carrier(element_plan, quotients[:segment.size], segment, key,
+                              offset + (first_outer * length + first) * inner)
+                multiply(targets, segment_scales, first, stop, block_size, write_elements)
+                if tiny:
+                    fix_tiny(sources, targets, segment_scales, first, stop, block_size, block_params,
+                             plan.element_params, mode, key, offset + first_outer * length * inner, plan.rand_bits,
+                             write_elements)
 
 
 def _adding(plan: ScaledPlan) -> int:

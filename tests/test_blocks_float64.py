@@ -7,6 +7,7 @@ and longer than a row, and data with zeros, subnormals, ties, NaN, inf and
 values so far below their block's maximum that their quotients leave
 float64's normal range."""
 import contextlib
+import dataclasses
 
 import numpy as np
 import pytest
@@ -35,23 +36,23 @@ def segment_of(size):
 
 def run_both(x, fmt, mode, key, rand_bits, offset, write_elements):
     """``[(values, scales) of run_blocks, (values, scales) of the general kernel]``
-    for float64 rows `x` (one row for one scale per array)."""
+    for float64 data `x` ``(outer, length, inner)`` blocked along its middle axis
+    (`fmt`'s axis 1; one scale per array: a block of all)."""
     if fmt.block_size is None:
-        x = x.reshape(1, -1)
+        x = x.reshape(1, -1, 1)
     plan = scaling.scaled_plan(fmt, rp.Mode(mode), None, rand_bits, x.dtype)
     with np.errstate(over="ignore", divide="ignore"):  # (rp.round's: a tensor scale beyond float32)
         new_values, new_scales, tensor_scale = scaling.run_blocks(x, plan, key, offset, write_elements)
-    rows, length = x.shape
+    outer, length, inner = x.shape
     block_size = fmt.block_size or length
     blocks = -(-length // block_size)
     block_params = plan.block_params[:6] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
                     *plan.float_params[2:])
-    values, scales = np.empty_like(x), np.empty((rows, blocks))
-    general_kernel(np.float64)(x.reshape(rows, length, 1), values.reshape(rows, length, 1),
-                               scales.reshape(rows, blocks, 1), plan.element_params, plan.scale_params, block_params,
-                               float_params, int(plan.mode), key, offset, plan.rand_bits)
-    return (new_values.reshape(rows, length), np.asarray(new_scales).reshape(rows, blocks)), (values, scales)
+    values, scales = np.empty_like(x), np.empty((outer, blocks, inner))
+    general_kernel(np.float64)(x, values, scales, plan.element_params, plan.scale_params, block_params, float_params,
+                               int(plan.mode), key, offset, plan.rand_bits)
+    return (new_values.reshape(x.shape), np.asarray(new_scales).reshape(scales.shape)), (values, scales)
 
 
 def assert_same_bits(new, general, what):
@@ -85,26 +86,27 @@ def cases(draw):
     tensor_scale = draw(st.booleans()) if isinstance(scale_format, (str, rp.FloatFormat)) and scale_format != "e8m0" \
         else False
     try:
-        fmt = rp.ScaledFormat(element, block_size=block_size, scale_format=scale_format, scale_rounding=rounding,
-                              tensor_scale=tensor_scale)
+        fmt = rp.ScaledFormat(element, block_size=block_size, axis=1, scale_format=scale_format,
+                              scale_rounding=rounding, tensor_scale=tensor_scale)
     except (ValueError, TypeError):
         assume(False)
     mode = draw(st.sampled_from(layout.ALL_MODES))
     rand_bits = draw(st.sampled_from([None, 1, 9, 23, 53])) if mode == layout.STOCHASTIC else None
     rows = draw(st.integers(1, 4))
     length = draw(st.one_of(st.integers(1, 40), st.integers(41, 300)))
-    segment = draw(st.sampled_from([8, 50, 64, 1 << 15]))
+    inner = draw(st.sampled_from([1, 1, 2, 7]))
+    segment = draw(st.sampled_from([8, 50, 64, 1 << 15]))  # (in values; at least inner)
     write_elements = draw(st.booleans())
     seed = draw(st.integers(0, 2**32 - 1))
     spread = draw(st.sampled_from([3, 130, 1000]))
-    return fmt, mode, rand_bits, rows, length, segment, write_elements, seed, spread
+    return fmt, mode, rand_bits, rows, length, inner, segment, write_elements, seed, spread
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_float64_blocks_match_the_general_kernel(case):
-    fmt, mode, rand_bits, rows, length, segment, write_elements, seed, spread = case
-    x = data(rows, length, seed, spread)
+    fmt, mode, rand_bits, rows, length, inner, segment, write_elements, seed, spread = case
+    x = data(rows * length, inner, seed, spread).reshape(rows, length, inner)
     with segment_of(segment):
         (new, new_scales), (general, general_scales) = run_both(x, fmt, mode, seed % 1000, rand_bits,
                                                                 seed % 5000, write_elements)
@@ -116,40 +118,44 @@ def test_float64_blocks_match_the_general_kernel(case):
 def test_quotients_below_float64_normals_round_as_nonzero(mode):
     # 448 * 2**100 sets E4M3's scale 2**100; 5e-324 / 2**100 underflows to 0 in float64:
     # it rounds as a nonzero value far below the element's smallest step, 2**-9
-    fmt = rp.ScaledFormat("e4m3", block_size=6)
     x = np.array([448.0 * 2.0**100, 5e-324, -5e-324, 1e-310, 0.0, -0.0])
-    got = rp.round(x, fmt, mode, rng=3)
+    got = rp.round(x, rp.ScaledFormat("e4m3", block_size=6), mode, rng=3)
     step = 2.0**-9 * 2.0**100
     expected = {"nearest": [0, -0.0, 0], "up": [step, -0.0, step], "down": [0, -step, 0], "odd": [step, -step, step],
                 "stochastic_equal": None, "stochastic": [0, -0.0, 0]}[mode]
     assert got[0] == x[0] and np.array_equal(np.signbit(got[4:]), [False, True])
     if expected is not None:
         assert np.array_equal(got[1:4], expected) and np.array_equal(np.signbit(got[1:4]), np.signbit(expected))
-    (new, _), (general, _) = run_both(x.reshape(1, -1), fmt, rp.Mode[mode.upper()], 3, None, 0, False)
-    assert_same_bits(new, general, mode)
+    fmt = rp.ScaledFormat("e4m3", block_size=6, axis=1)
+    for data_3d in (x.reshape(1, 6, 1), np.repeat(x.reshape(1, 6, 1), 3, axis=2)):  # the row and column forms
+        (new, _), (general, _) = run_both(data_3d, fmt, rp.Mode[mode.upper()], 3, None, 0, False)
+        assert_same_bits(new, general, mode)
 
 
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4_e2m1", "mxint8", "nvfp4", rp.ScaledFormat("e4m3"),
-                                 rp.ScaledFormat("bfloat16", block_size=100_000)], ids=str)
-@pytest.mark.parametrize("shape", [(70_001,), (3, 33_000), (40, 1000)])
+                                 rp.ScaledFormat("bfloat16", block_size=2000)], ids=str)
+@pytest.mark.parametrize("shape", [(1, 70_001, 1), (3, 33_000, 1), (40, 1000, 1), (2, 100, 400), (1, 3000, 25)])
 def test_long_arrays_in_segments(fmt, shape):
-    """Rows longer than a segment (pieces of a row, or of a block longer than
-    a segment) and many short rows per segment, with the default segment."""
-    fmt = rp.format(fmt)
-    x = data(int(np.prod(shape[:-1])), shape[-1], 11, 20).reshape(shape)
+    """With the default segment: rows or columns longer than a segment (pieces
+    of them, whole blocks or pieces of blocks longer than a segment) and many
+    short rows or columns per segment."""
+    fmt = dataclasses.replace(rp.format(fmt), axis=1)
+    x = data(shape[0] * shape[1], shape[2], 11, 20).reshape(shape)
     for mode, rand_bits in ((layout.NEAREST, None), (layout.STOCHASTIC, None), (layout.STOCHASTIC, 7)):
-        (new, new_scales), (general, general_scales) = run_both(x.reshape(-1, shape[-1]), fmt, mode, 5, rand_bits,
-                                                                123, False)
+        (new, new_scales), (general, general_scales) = run_both(x, fmt, mode, 5, rand_bits, 123, False)
         assert_same_bits(new_scales, general_scales, "scales")
         assert_same_bits(new, general, "values")
 
 
-def test_round_and_encode_take_the_float64_blocks():
-    """rp.round and rp.encode on float64 data agree with the general kernel's
-    results through the public functions (and encode decodes back)."""
-    x = data(4, 96, 2, 6)
-    fmt = rp.format("mxfp8_e4m3")
-    (general, general_scales), = [run_both(x, fmt, layout.NEAREST, 0, None, 0, False)[1]]
+@pytest.mark.parametrize("axis", [-1, 0])
+def test_round_and_encode_take_the_float64_blocks(axis):
+    """rp.round and rp.encode on a float64 matrix, blocked along either axis,
+    agree with the general kernel through the public functions (and encode
+    decodes back)."""
+    x = data(96, 40, 2, 6)
+    fmt = rp.ScaledFormat("e4m3", block_size=32, axis=axis)
+    data_3d = x.reshape(1, 96, 40) if axis == 0 else x.reshape(96, 40, 1)
+    general = run_both(data_3d, dataclasses.replace(fmt, axis=1), layout.NEAREST, 0, None, 0, False)[1][0]
+    general = general.reshape(x.shape)
     assert_same_bits(rp.round(x, fmt), general, "rp.round")
-    codes = rp.encode(x, fmt)
-    assert_same_bits(rp.decode(codes, fmt), general, "rp.decode(rp.encode)")
+    assert_same_bits(rp.decode(rp.encode(x, fmt), fmt), general, "rp.decode(rp.encode)")

@@ -1,23 +1,30 @@
-"""Scaled formats on float64 data blocked along the last axis: the element
-format's own kernel does the rounding.
+"""Scaled formats on float64 data: the element format's own kernel does the
+rounding.
 
 ``blocks.round_blocks`` rounds each element ``v`` of a block of scale ``X`` as
 ``q = round(v / X)`` (the quotient in float64, then the element format with
-saturation) and writes ``q * X``. These kernels give the same bits in three
-steps over a segment of the rows that stays in cache:
+saturation) and writes ``q * X``. These kernels give the same bits in steps
+over a segment of the data that stays in cache (``rpfloat.scaling`` cuts the
+segments and calls them):
 
-1. `scale_down`: each block's scale (or the scales found before, for blocks
-   longer than a segment: `block_scales`) and every quotient ``v / X`` into a
-   buffer (NaN for a block holding NaN or inf);
-2. the element format's kernel from the backend's table (saturating), which
+1. `block_scales`: each block's scale and least nonzero magnitude (for a block
+   longer than a segment, over the whole block before its segments);
+2. `scale_down`: every quotient ``v / X`` (exact for a power of two) into a
+   buffer, clamped to the element's range (NaN for a block holding NaN or inf);
+3. the element format's kernel from the backend's table (saturating), which
    rounds the buffer into the result, element ``i`` drawing the random number
    of its flat index, as ``round_blocks`` draws it;
-3. `scale_up`: every result times its block's scale (NaN for a NaN block).
+4. `scale_up`: every result times its block's scale (NaN for a NaN block).
 
 One case differs: a quotient of a nonzero ``v`` that fell below float64's
 normal range, which ``core.scale.round_element`` rounds as a nonzero value far
-below the element's smallest step. `scale_down` counts such quotients, and
-`fix_tiny` rounds them again as ``round_blocks`` does.
+below the element's smallest step. `scale_down` counts the blocks whose least
+nonzero magnitude gives such a quotient, and `fix_tiny` rounds those
+elements again as ``round_blocks`` does.
+
+Data blocked along the last axis take the row form, loops along a block;
+data blocked along another axis ``(outer, length, inner)`` the column form
+(``column_*``), loops along the inner index with a scale per inner index.
 """
 import functools
 
@@ -34,7 +41,8 @@ from ..core.stream import random_bits
 from .blocks import power_of_two
 from .loops import compiled
 
-__all__ = ["block_scales", "scale_down", "scale_up", "fix_tiny", "kernels"]
+__all__ = ["block_scales", "scale_down", "scale_up", "fix_tiny", "column_scales", "column_quotients",
+           "column_products", "column_fix_tiny", "kernels"]
 
 MAGNITUDE_64 = np.int64(0x7FFFFFFFFFFFFFFF)
 INF_64 = np.int64(0x7FF0000000000000)
@@ -173,10 +181,110 @@ def fix_tiny(source, target, scales, first, stop, block_size, block_params, elem
                                                   True) * factor
 
 
+# -- the column form: data ``(outer, length, inner)`` blocked along the middle axis, one
+# scale per block and inner index (scales ``(outer, blocks, inner)``); the same steps
+# for rows `first` to `stop` of each outer index, each loop over the inner index
+
+
+@njit(**NUMBA_OPTIONS)
+def column_scales(source, scales, leasts, first, stop, block_size, block_params, float_params, scale_params):
+    """`block_scales` of the column form: each block (lying whole in rows
+    `first` to `stop`) and inner index."""
+    inner = source.shape[2]
+    largest = np.empty(inner, np.int64)
+    least_key = np.empty(inner, np.uint64)
+    for outer in range(source.shape[0]):
+        for block in range(first // block_size, -(-stop // block_size)):
+            largest[:] = 0
+            least_key[:] = ALL_ONES_64
+            for a in range(block * block_size, min(block * block_size + block_size, stop)):
+                row = source[outer, a]
+                for i in range(inner):
+                    magnitude = float64_to_bits(row[i]) & MAGNITUDE_64
+                    largest[i] = max(largest[i], magnitude)
+                    least_key[i] = min(least_key[i], wrapping_add(np.uint64(magnitude), ALL_ONES_64))
+            block_scales_row, block_leasts = scales[outer, block], leasts[outer, block]
+            for i in range(inner):
+                block_leasts[i] = bits_to_float64(np.int64(wrapping_add(least_key[i], np.uint64(1))))
+                block_largest = bits_to_float64(largest[i]) if largest[i] < INF_64 else np.inf
+                block_scales_row[i] = _scale(block_largest, block_params, float_params, scale_params)
+
+
+@njit(**NUMBA_OPTIONS)
+def column_quotients(source, quotients, scales, leasts, first, stop, block_size, low, high, block_params):
+    """`scale_down` of the column form: the quotients of rows `first` to `stop`
+    of each outer index into `quotients`, in the data's order."""
+    inner = source.shape[2]
+    width = (stop - first) * inner
+    by_power_of_two = block_params[B_KIND] == POWER_OF_TWO
+    inverses = np.empty(inner)
+    tiny = 0
+    for outer in range(source.shape[0]):
+        for block in range(first // block_size, -(-stop // block_size)):
+            block_scales_row, block_leasts = scales[outer, block], leasts[outer, block]
+            for i in range(inner):  # (NaN for a NaN block: its quotients are NaN, its results the products')
+                inverses[i] = 1.0 / block_scales_row[i]
+                least = block_leasts[i] * inverses[i] if by_power_of_two else block_leasts[i] / block_scales_row[i]
+                tiny += (block_leasts[i] != 0.0) & (least < SMALLEST_NORMAL_64)
+            for a in range(max(block * block_size, first), min(block * block_size + block_size, stop)):
+                row = source[outer, a]
+                start = outer * width + (a - first) * inner
+                row_quotients = quotients[start:start + inner]
+                if by_power_of_two:
+                    for i in range(inner):
+                        row_quotients[i] = min(max(row[i] * inverses[i], low), high)
+                else:
+                    for i in range(inner):
+                        row_quotients[i] = min(max(row[i] / block_scales_row[i], low), high)
+    return tiny
+
+
+@njit(**NUMBA_OPTIONS)
+def column_products(target, scales, first, stop, block_size, write_elements):
+    """`scale_up` of the column form."""
+    inner = target.shape[2]
+    for outer in range(target.shape[0]):
+        for block in range(first // block_size, -(-stop // block_size)):
+            block_scales_row = scales[outer, block]
+            for a in range(max(block * block_size, first), min(block * block_size + block_size, stop)):
+                row = target[outer, a]
+                if write_elements:
+                    for i in range(inner):
+                        row[i] = row[i] if block_scales_row[i] == block_scales_row[i] else 0.0
+                else:
+                    for i in range(inner):
+                        row[i] = row[i] * block_scales_row[i] if block_scales_row[i] == block_scales_row[i] else np.nan
+
+
+@njit(**NUMBA_OPTIONS)
+def column_fix_tiny(source, target, scales, first, stop, block_size, block_params, element_params, mode, key, offset,
+                    rand_bits, write_elements):
+    """`fix_tiny` of the column form: element ``(outer, a, i)`` draws random
+    number ``offset + (outer * length + a) * inner + i``."""
+    length, inner = source.shape[1], source.shape[2]
+    by_power_of_two = block_params[B_KIND] == POWER_OF_TWO
+    for outer in range(source.shape[0]):
+        for a in range(first, stop):
+            block_scales_row = scales[outer, a // block_size]
+            for i in range(inner):
+                scale = block_scales_row[i]
+                value = source[outer, a, i]
+                quotient = value * (1.0 / scale) if by_power_of_two else value / scale
+                if scale == scale and abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
+                    index = offset + (outer * length + a) * inner + i
+                    random = random_bits(key, index) if mode >= STOCHASTIC else np.uint64(0)
+                    factor = 1.0 if write_elements else scale
+                    target[outer, a, i] = round_element(quotient, value, element_params, mode, random, rand_bits,
+                                                        True) * factor
+
+
 _ROWS = types.Array(types.float64, 2, "C", readonly=True)
 _TARGET = types.Array(types.float64, 2, "C")
 _FLAT = types.Array(types.float64, 1, "C")
 _SCALES = types.Array(types.float64, 2, "C")
+_DATA_3 = types.Array(types.float64, 3, "C", readonly=True)
+_TARGET_3 = types.Array(types.float64, 3, "C")
+_SCALES_3 = types.Array(types.float64, 3, "C")
 _SIGNATURES = {
     block_scales: types.void(_ROWS, _SCALES, _SCALES, types.int64, types.int64, types.int64, BLOCK_PARAMS_TYPE,
                              FLOAT_PARAMS_TYPE, PARAMS_TYPE),
@@ -186,10 +294,22 @@ _SIGNATURES = {
     fix_tiny: types.void(_ROWS, _TARGET, _SCALES, types.int64, types.int64, types.int64, BLOCK_PARAMS_TYPE,
                          PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64, types.boolean),
 }
+_COLUMN_SIGNATURES = {
+    column_scales: types.void(_DATA_3, _SCALES_3, _SCALES_3, types.int64, types.int64, types.int64,
+                              BLOCK_PARAMS_TYPE, FLOAT_PARAMS_TYPE, PARAMS_TYPE),
+    column_quotients: types.int64(_DATA_3, _FLAT, _SCALES_3, _SCALES_3, types.int64, types.int64, types.int64,
+                                  types.float64, types.float64, BLOCK_PARAMS_TYPE),
+    column_products: types.void(_TARGET_3, _SCALES_3, types.int64, types.int64, types.int64, types.boolean),
+    column_fix_tiny: types.void(_DATA_3, _TARGET_3, _SCALES_3, types.int64, types.int64, types.int64,
+                                BLOCK_PARAMS_TYPE, PARAMS_TYPE, types.int64, types.uint64, types.int64, types.int64,
+                                types.boolean),
+}
 
 
 @functools.cache
-def kernels():
+def kernels(columns=False):
     """The compiled entry points of `block_scales`, `scale_down`, `scale_up`
-    and `fix_tiny` (compiled, or loaded from numba's cache, on first use)."""
-    return tuple(compiled(kernel, signature) for kernel, signature in _SIGNATURES.items())
+    and `fix_tiny` (`columns`: of their column forms), compiled, or loaded
+    from numba's cache, on first use."""
+    signatures = _COLUMN_SIGNATURES if columns else _SIGNATURES
+    return tuple(compiled(kernel, signature) for kernel, signature in signatures.items())
