@@ -330,6 +330,15 @@ def _prefetch_run(source_row, target_row, ahead):
 
 
 @njit(**NUMBA_OPTIONS)
+def _prefetch_read(source_row, ahead):
+    """`_prefetch_run` without the target's lines: what the nearest loops take
+    (their runs are short enough that the stores need no early lines: 4-12%
+    faster without; the stochastic loops are not)."""
+    prefetch(source_row, ahead, False)
+    prefetch(source_row, ahead + 16, False)
+
+
+@njit(**NUMBA_OPTIONS)
 def round_in_float64(bits, exponent, element_params, mode, key, counter, rand_bits):
     """The float32 `bits` of one element of a block with scale ``2**exponent``
     rounded in float64 (`round_blocks`' arithmetic), with random number `counter`:
@@ -670,7 +679,10 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
         uniform_threshold = _below_threshold(shift, uniform_least)
         back = grid_back(shift_32, np.int64(params[P_BELOW_QUANTUM_BITS]))
         for run in range(runs):  # a loop of a constant count per run, vectorised whole
-            _prefetch_run(source_row, target_row, ahead + run * LANES)
+            if mode == NEAREST:
+                _prefetch_read(source_row, ahead + run * LANES)
+            else:
+                _prefetch_run(source_row, target_row, ahead + run * LANES)
             source_run = source[run * LANES:run * LANES + LANES]
             target_run = target[run * LANES:run * LANES + LANES]
             if mode == NEAREST and by_adding:
@@ -1027,7 +1039,10 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                         # constant count, which LLVM vectorises without setup or remainder
                         for run in range(size // LANES):
                             shift_32 = block_shifts[run >> per_block]
-                            _prefetch_run(source_row, target_row, first + run * LANES + PREFETCH)
+                            if mode == NEAREST:
+                                _prefetch_read(source_row, first + run * LANES + PREFETCH)
+                            else:
+                                _prefetch_run(source_row, target_row, first + run * LANES + PREFETCH)
                             source_run = source_chunk[run * LANES:run * LANES + LANES]
                             target_run = target_chunk[run * LANES:run * LANES + LANES]
                             if mode == STOCHASTIC:  # (a branch numba drops in the other kernels)
