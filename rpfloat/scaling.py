@@ -38,6 +38,7 @@ _SMALLEST_FLOAT32 = np.float32(2.0**-149)
 
 ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
 _LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
+_LARGEST_FAST_SCALE_EXPONENT = 255
 # float64 data rounded at a time by `_float64_blocks`: the data, their quotients and
 # the results of a segment (256 KiB each) stay in the core's L2 cache between its steps
 SEGMENT = 1 << 15
@@ -101,7 +102,10 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
                     0, 0)
     float_params = (float(element.max), 1.0, float(scale_min), float(scale_max))
     fast_params = None
-    if kind == block_layout.POWER_OF_TWO and element.carrier in (np.float16, np.float32):
+    # (the fast kernels keep a block's shift s << 23 in int32: |s| <= 255, past which float32
+    # data round to nothing or to one step anyway)
+    if (kind == block_layout.POWER_OF_TWO and element.carrier in (np.float16, np.float32)
+            and max(-low, high) <= _LARGEST_FAST_SCALE_EXPONENT):
         fast_params = kernel_params(element, np.dtype(np.float32), "saturate")
         # not for elements without negatives (the fast kernel rounds magnitudes) or without positives
         # (FixedFormat(1, 0)), nor those whose fast range is empty (man_bits == 0, deep formats:
@@ -254,7 +258,8 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
              plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
-    elif work_dtype == _FLOAT64:
+    elif work_dtype == _FLOAT64 and (tensor_scale is None or np.isfinite(tensor_scale)):
+        # (a tensor scale beyond float32, or NaN: the general kernel's NaNs, signs and all)
         _float64_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales, plan,
                         block_params, float_params, key, offset, write_elements)
     else:

@@ -18,6 +18,7 @@ import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.core import layout
 from rpfloat._kernels.cpu.blocks import general_kernel
+from scaled_reference import scaled_reference
 from strategies import fixed_formats, float_formats
 
 SCALE_FORMATS = ["e8m0", (-20, 20), (-1022, 1022), "e4m3", "e5m2", rp.FloatFormat(3, 1)]
@@ -159,3 +160,43 @@ def test_round_and_encode_take_the_float64_blocks(axis):
     general = general.reshape(x.shape)
     assert_same_bits(rp.round(x, fmt), general, "rp.round")
     assert_same_bits(rp.decode(rp.encode(x, fmt), fmt), general, "rp.decode(rp.encode)")
+
+
+@pytest.mark.parametrize("write_elements", [False, True])
+def test_a_nan_tensor_scale_takes_the_general_kernel(write_elements):
+    # float64 data beyond float32's range with scale max * element max beyond float64's:
+    # the tensor scale is inf / inf = NaN, every block's scale NaN while its data are
+    # finite; the general kernel rounds the NaN quotients (values and elements NaN)
+    fmt = rp.ScaledFormat("e2m1", block_size=2, axis=1, scale_format="float64", tensor_scale=True)
+    x = np.array([1e39, 1.0, 3.0, -0.0]).reshape(1, 4, 1)
+    with np.errstate(invalid="ignore", over="ignore"):
+        assert np.isnan(scaling._tensor_scale(x, fmt))
+        (new, new_scales), (general, general_scales) = run_both(x, fmt, 0, 0, None, 0, write_elements)
+    assert_same_bits(new_scales, general_scales, "scales")
+    assert_same_bits(new, general, "values")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mode", ["nearest", "up", "down", "toward_zero"])
+def test_even_scale_rounding_of_an_element_without_fraction_bits(dtype, mode):
+    """"even" rounds m to the element's precision in its top binade: without
+    fraction bits the tie breaks by the binade's own bit, 1 (odd), so 12 (a tie
+    between 8 and 16) moves the scale up: the oracle's."""
+    fmt = rp.ScaledFormat(rp.FloatFormat(3, 0, inf=False), block_size=1, scale_format=(-3, 5), scale_rounding="even")
+    x = np.array([12.0, 11.0, 13.0, 24.0, -12.0, 6.0, 3.0, 0.75], dtype)
+    expected = scaled_reference(x, fmt, mode)
+    got = rp.round(x, fmt, mode)
+    assert_same_bits(got.astype(np.float64), expected.values.astype(np.float64), mode)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_scale_exponents_beyond_255_on_float32_data(dtype):
+    """A scale range reaching past 2**255: the float32 fast kernel keeps block
+    shifts (s << 23) in int32, so such formats take the general kernel; every
+    element then rounds to 0 (nearest) or one step of 2**1000 (up)."""
+    fmt = rp.ScaledFormat(rp.FixedFormat(0, 6), block_size=32, scale_format=(1000, 1022))
+    x = np.full(64, 11.0, dtype)
+    x[32:] = -0.5
+    for mode in ("nearest", "up"):
+        expected = scaled_reference(x, fmt, mode)
+        assert_same_bits(rp.round(x, fmt, mode).astype(np.float64), expected.values.astype(np.float64), mode)

@@ -36,6 +36,7 @@ from .layout import NEAREST
 POWER_OF_TWO, SIGNIFICAND = range(2)
 FLOOR, CEIL, EVEN, RCEIL = range(4)
 FRACTION_64 = np.int64(0x000FFFFFFFFFFFFF)
+HIDDEN_BIT_64 = np.int64(1) << 52
 
 # Layout of the block parameters (rpfloat.scaling builds them), all int64:
 # scale kind, rounding, s_min, s_max, element emax, exponent of the element's
@@ -76,7 +77,8 @@ def power_of_two_exponent(largest, block_params, element_max):
         if kept < 52:
             dropped = 52 - kept
             half = np.int64(1) << (dropped - 1)
-            rounded = fraction + half - 1 + ((fraction >> dropped) & 1)
+            # (the last kept bit, for the tie: the hidden bit where no fraction bit is kept)
+            rounded = fraction + half - 1 + (((fraction | HIDDEN_BIT_64) >> dropped) & 1)
             s += 1 if rounded > FRACTION_64 else 0
     elif rounding == RCEIL:
         s += 1 if fraction > (float64_to_bits(element_max) & FRACTION_64) else 0

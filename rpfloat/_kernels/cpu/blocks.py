@@ -50,7 +50,7 @@ from ..core.layout import (
 )
 from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_EMAX, B_KIND, B_ROUNDING, B_S_MAX, B_S_MIN, B_TOP_SPACING_EXP, CEIL, EVEN,
-    F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE, FRACTION_64, N_BLOCK_PARAMS, N_FLOAT_PARAMS,
+    F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE, FRACTION_64, HIDDEN_BIT_64, N_BLOCK_PARAMS, N_FLOAT_PARAMS,
     POWER_OF_TWO, RCEIL,
     power_of_two_exponent, round_element, significand_scale,
 )
@@ -869,7 +869,7 @@ def scale_blocks(largest, least, blocks, scales, shifts, kinds, block_params, el
         value_bits = float64_to_bits(np.float64(bits_to_float32(np.int32(big if not nan else np.int64(0)))))
         fraction = value_bits & FRACTION_64
         s = (value_bits >> 52) - 1023 - emax  # floor(log2 m) - emax
-        rounded = fraction + half_less_1 + ((fraction >> odd_shift) & 1)
+        rounded = fraction + half_less_1 + (((fraction | HIDDEN_BIT_64) >> odd_shift) & 1)  # (hidden: no fraction kept)
         s += (ceil & np.int64(fraction != 0)) | (even & np.int64(rounded > FRACTION_64)) | (
             rceil & np.int64(fraction > max_fraction))
         exponent = s_min if big == 0 or nan else min(max(s, s_min), s_max)
