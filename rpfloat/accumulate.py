@@ -422,7 +422,7 @@ def block_size(block_k, order):
 
 def exact_operand(x, argument):
     """``(float64 values, dtype for the result)`` of an input; TypeError for
-    non-real input."""
+    non-real input, ValueError for integers float64 does not hold exactly."""
     array = np.asarray(x)
     if array.dtype.kind not in "biuf":
         raise TypeError(
@@ -431,7 +431,13 @@ def exact_operand(x, argument):
         )
     dtype = array.dtype if array.dtype.kind == "f" else _FLOAT64
     with np.errstate(invalid="ignore"):
-        return array.astype(np.float64, copy=False), dtype
+        values = array.astype(np.float64, copy=False)
+    if array.dtype.kind in "iu" and array.dtype.itemsize >= 8:  # 64-bit integers: exact up to 2**53
+        beyond = (array > 2**53) | (array < -(2**53))
+        if beyond.any() and any(int(v) != int(w) for v, w in zip(array[beyond].tolist(), values[beyond].tolist())):
+            raise ValueError(f"{argument} holds integers that float64 cannot hold exactly (beyond 2**53); "
+                             "the computation takes its inputs exactly: pass them as floats to round them first")
+    return values, dtype
 
 
 def reduced_axes(axis, ndim) -> list:

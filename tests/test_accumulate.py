@@ -263,6 +263,17 @@ def test_bad_arguments():
         rp_sum([1.0], "bfloat16", mode="sideways")
 
 
+def test_integers_beyond_float64_are_refused_not_rounded():
+    # 2**53 + 1 has no float64: taken as 2**53 the sum would be 0, not 1
+    with pytest.raises(ValueError, match="x holds integers"):
+        rp_sum(np.array([2**53 + 1, -(2**53)]), "float64")
+    with pytest.raises(ValueError, match="b holds integers"):
+        dot(np.ones(2), np.array([1, 2**63 - 1], np.uint64), "float64")
+    # large integers that float64 holds exactly are taken as they are
+    assert rp_sum(np.array([2**60, -(2**60), 3], np.int64), "float64") == 3.0
+    assert dot(np.array([2**62], np.uint64), np.array([1.0]), "float64") == 2.0**62
+
+
 @pytest.mark.parametrize("mode", MODES)
 def test_fused_steps_keep_an_overflowed_accumulator_infinite(mode):
     """inf + a finite exact product is inf, as in the reference loop; the two_sum of
