@@ -58,8 +58,11 @@ element with a nonzero error is rounded from the exact value
 modes on formats with p <= 25, with every operand an RPArray of a contained
 format, skip that step. The results are correctly rounded in every mode, with
 exact stochastic probabilities, for every format, as long as operands stay below
-``2**995`` and results above ``2**-969`` in magnitude (only formats with float64's
-exponent range get past that; there the float64 result is rounded). For division
+``2**995`` and results above ``2**-969`` and below float64's overflow in magnitude
+(only formats whose range reaches past ``2**511`` get past that; there the float64
+result is rounded, so a product beyond float64's range is inf before its rounding,
+and the directed modes give inf where the exact product would give the format's
+max). For division
 and sqrt the error's magnitude is itself rounded, which can move a stochastic
 probability by a relative ``2**-53``. Other ufuncs (``exp``, ``power``, ...) round
 their float64 result, which is as accurate as NumPy's.
@@ -799,6 +802,10 @@ def _fast_plan(ufunc, keys: tuple, fmt, mode: Mode) -> _FastPlan | None:
     """How to compute `ufunc` on operands described by `keys` (formats of RPArray
     operands, floats for scalars) onto the bounded format `fmt` in `mode`; None:
     take the float64 path."""
+    if isinstance(fmt, FixedFormat) and fmt.overflow == "wrap":
+        # a wrapped result keeps the exact result's low bits, which a rounded work result
+        # beyond 2**53 spacings has lost (the float64 path wraps the exact one)
+        return None
     values = []
     contained = True
     for key in keys:

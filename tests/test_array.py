@@ -585,3 +585,17 @@ def test_copies_and_pickling():
         assert_same(other, a)
     with pytest.raises(TypeError):
         hash(a)
+
+
+@pytest.mark.parametrize("mode", ["nearest", "toward_zero", "up", "down", "odd"])
+def test_wrap_keeps_the_exact_results_low_bits(mode):
+    """A 32-bit integer register wraps the exact result: (2**31 - 1)**2 =
+    2**62 - 2**32 + 1 is 1 modulo 2**32, where float64's rounded product
+    2**62 - 2**32 would wrap to 0 (RPArray's fast routes and float64 path, rp.dot)."""
+    fmt = rp.FixedFormat(32, 0, overflow="wrap")
+    a = rp.asarray([2.0**31 - 1, -(2.0**31) + 3, 1.5e9], fmt, mode)
+    b = rp.asarray([2.0**31 - 1, 2.0**31 - 5, -1.75e9 + 1], fmt, mode)
+    exact = [int(x) * int(y) for x, y in zip(np.asarray(a).tolist(), np.asarray(b).tolist())]
+    wrapped = [(k + 2**31) % 2**32 - 2**31 for k in exact]
+    assert np.asarray(a * b).tolist() == wrapped
+    assert float(rp.dot(np.asarray(a)[:1], np.asarray(b)[:1], fmt, mode=mode)) == wrapped[0]

@@ -106,7 +106,11 @@ from ..core.layout import (
     P_MAX_NEG_BITS,
     P_MAX_POS_BITS,
     P_MIN_NORMAL_BITS,
+    P_OVERFLOW,
+    P_SCALE_BITS,
+    P_WORD_BITS,
     NEAREST_AWAY,
+    OVERFLOW_WRAP,
     ODD,
     PARAMS_TYPE,
     STOCHASTIC,
@@ -291,6 +295,14 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
     `midpoints` are the magnitudes halfway between ``max`` (positive, negative) and
     the next value of the unbounded-exponent grid, or -1.0 where a float64 cannot
     hold them (then no float64 is one)."""
+    if params[P_OVERFLOW] == OVERFLOW_WRAP and residual != 0.0 and math.isfinite(value + residual):
+        # fixed-point wrap: the result's integer modulo 2**w, exactly. Where |value| reaches
+        # the modulus 2**w spacings, whole moduli leave it first (fmod is exact, and they
+        # change neither the fraction of spacings nor the integer's residue), so that the
+        # rounded value below needs no more than float64's 53 bits
+        modulus = bits_to_float64(params[P_SCALE_BITS]) * 2.0 ** params[P_WORD_BITS]
+        if abs(value) >= modulus:
+            value, residual = two_sum(np.fmod(value, modulus), residual)
     bits = float64_to_bits(value)
     magnitude = bits & ABS_MASK
     if residual == 0.0 or magnitude >= INF_BITS or not math.isfinite(residual):
