@@ -23,6 +23,8 @@ __all__ = ["ScaledFormat", "SCALE_ROUNDINGS", "E8M0_RANGE"]
 SCALE_ROUNDINGS = ("floor", "ceil", "even", "rceil")
 E8M0_RANGE = (-127, 127)  # the exponents of E8M0's finite codes 0..254 (255 is NaN)
 _LARGEST_SCALE_EXPONENT = 1022  # 2**s and 2**-s stay normal float64 numbers
+# float32's least subnormal (the least tensor scale) times this is float64's least normal
+_LEAST_SCALE_UNDER_TENSOR_SCALE = 2.0**-873
 
 
 @dataclass(frozen=True, repr=False)
@@ -57,7 +59,8 @@ class ScaledFormat:
     tensor_scale : bool, default False
         With a floating-point scale format only: a second, float32 scale per
         array, ``g = max|x| / (scale_format.max * element.max)``, that the block
-        scales are relative to (NVFP4's two-level scaling).
+        scales are relative to (NVFP4's two-level scaling). The scale format's
+        smallest value must be at least ``2**-873``.
     name : str, optional
         Display name; not part of ``==`` or ``hash``.
 
@@ -129,6 +132,13 @@ class ScaledFormat:
             if not element.max > 0:
                 raise ValueError(f"element {element!r} has no positive value: a scale_format with significand "
                                  "bits takes m / element.max")
+            if self.tensor_scale and self.scale_format.smallest_subnormal < _LEAST_SCALE_UNDER_TENSOR_SCALE:
+                # a block scale times the float32 tensor scale, in float64, must stay normal: below,
+                # an all-zero block's scale (the least) would multiply to 0 and its zeros divide to NaN
+                raise ValueError(
+                    f"tensor_scale=True needs a scale_format whose smallest value is at least 2**-873, so "
+                    f"that its product with a float32 tensor scale is a normal float64; "
+                    f"{self.scale_format!r} goes down to {self.scale_format.smallest_subnormal!r}")
             if self.scale_rounding != "floor":
                 raise ValueError(
                     f"scale_rounding={self.scale_rounding!r} is for power-of-two scales; a scale format "

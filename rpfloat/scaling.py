@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+from fractions import Fraction
 from typing import NamedTuple
 
 import numpy as np
@@ -33,7 +34,9 @@ __all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_s
 
 _FLOAT64 = np.dtype(np.float64)
 _E8M0_NAN = 0xFF
-_SMALLEST_FLOAT32 = np.float32(2.0**-149)
+_SMALLEST_FLOAT32 = 2.0**-149
+_LARGEST_FLOAT32 = float(np.finfo(np.float32).max)
+_FLOAT64_MAX = Fraction(np.finfo(np.float64).max.item())
 
 
 ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
@@ -187,23 +190,55 @@ def block_layout_of(shape, fmt: ScaledFormat):
 
 
 def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
-    """NVFP4's second level: ``g = max|x| / (scale max * element max)`` in float32
-    over the finite values (1 where there are none or all are zero), and at
-    least float32's smallest subnormal."""
+    """NVFP4's second level: ``g = max|x| / (scale max * element max)`` over the
+    finite values (1 where there are none or all are zero), rounded once to
+    float32 (nearest even) and kept within [float32's smallest subnormal, its
+    largest value]: tiny data keep a scale, and data past float32's range a
+    finite one, as the block scales clamp to their format's range."""
     if not fmt.tensor_scale:
         return None
     if array.dtype == np.float32:
         largest = largest_finite(array.reshape(-1).view(np.int32))
     else:
         magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
-        largest = np.float32(magnitudes.max()) if magnitudes.size else np.float32(0)
+        largest = magnitudes.max() if magnitudes.size else 0.0
     if largest == 0:
         return np.float32(1)
-    # the float32 quotient (by way of float64: the same rounding, and no overflow where the two
-    # maxima multiply past float32's range), at least float32's smallest subnormal: tiny data
-    # would make it 0
-    quotient = np.float32(np.float64(largest) / (float(fmt.scale_format.max) * float(fmt.element.max)))
-    return max(quotient, _SMALLEST_FLOAT32)
+    quotient = _float32_quotient(float(largest), *_scale_denominator(fmt))
+    return np.float32(min(max(quotient, _SMALLEST_FLOAT32), _LARGEST_FLOAT32))
+
+
+@functools.lru_cache(maxsize=64)
+def _scale_denominator(fmt: ScaledFormat) -> tuple[Fraction, float | None]:
+    """``scale_format.max * element.max``, exactly (it may lie past float64's
+    range), and as a float64 where it is one."""
+    exact = Fraction(float(fmt.scale_format.max)) * Fraction(float(fmt.element.max))
+    return exact, float(exact) if exact <= _FLOAT64_MAX and Fraction(float(exact)) == exact else None
+
+
+def _float32_quotient(numerator: float, denominator: Fraction, wide: float | None) -> float:
+    """``numerator / denominator`` (both positive; `wide` the denominator as a
+    float64, or None) rounded once to float32's precision, nearest even, with
+    float32's subnormal spacing below its normals (a float; past float32's max,
+    possibly inf: the caller clamps)."""
+    if wide is not None:
+        quotient = numerator / wide  # the exact quotient rounded to float64
+        if quotient >= _LARGEST_FLOAT32:
+            return quotient
+        below = np.float32(math.nextafter(quotient, 0.0))
+        above = np.float32(math.nextafter(quotient, math.inf))
+        if below == above:
+            # the exact quotient lies between the float64 neighbours of its rounding,
+            # and both round to one float32: so does it
+            return float(below)
+    exact = Fraction(numerator) / denominator
+    if exact > _LARGEST_FLOAT32:
+        return math.inf
+    exponent = exact.numerator.bit_length() - exact.denominator.bit_length()  # floor(log2) or one above
+    if Fraction(2) ** exponent > exact:
+        exponent -= 1
+    spacing = Fraction(2) ** (max(exponent, -126) - 23)
+    return float(round(exact / spacing) * spacing)  # (round: half to even; float: exact)
 
 
 def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
@@ -224,10 +259,6 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         array = array.copy(order="C")
     tensor_scale = _tensor_scale(array, fmt)
-    if significand and tensor_scale is not None and not np.isfinite(tensor_scale):
-        # a tensor scale that overflowed float32 (a scale format of a tiny max): the general kernel
-        significand = False
-        array = array.astype(work_dtype)
     blocks = -(-length // block_size) if length else 0
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
@@ -258,8 +289,7 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
         fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
              plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
              plan.rand_bits)
-    elif work_dtype == _FLOAT64 and (tensor_scale is None or np.isfinite(tensor_scale)):
-        # (a tensor scale beyond float32, or NaN: the general kernel's NaNs, signs and all)
+    elif work_dtype == _FLOAT64:
         _float64_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales, plan,
                         block_params, float_params, key, offset, write_elements)
     else:

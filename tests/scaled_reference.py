@@ -29,8 +29,8 @@ The specification:
 * A floating-point scale format: S = m / (element max * g) rounded to nearest-even
   in the scale format (saturating at its max), at least its smallest positive
   value; X = S * g, with g = 1, or with two-level scaling (tensor_scale) g =
-  float32(max |x| over finite x) / float32(scale max * element max) in float32,
-  at least float32's smallest subnormal
+  max |x| over finite x / (scale max * element max) rounded once to float32
+  (nearest even), kept within [float32's smallest subnormal, its max]
   (g = 1 where that max is 0).
 * Each element: q = v / X rounded onto the element format in the given mode,
   saturating at the element's range; the result is X * q (float32 for float16 and
@@ -243,14 +243,24 @@ def power_of_two_exponent(m: Fraction, fmt) -> int:
 def _tensor_scale(x: np.ndarray, fmt) -> np.float32 | None:
     if not fmt.tensor_scale:
         return None
-    finite = np.abs(x[np.isfinite(x)])
-    largest = np.float32(finite.max()) if finite.size else np.float32(0)
+    finite = np.abs(x[np.isfinite(x)]).astype(np.float64)
+    largest = Fraction(float(finite.max())) if finite.size else Fraction(0)
     if largest == 0:
         return np.float32(1)
-    denominator = np.float32(float(fmt.scale_format.max) * float(element_max(fmt.element)))
+    exact = largest / (Fraction(float(fmt.scale_format.max)) * element_max(fmt.element))
+    top = Fraction(float(np.finfo(np.float32).max))
+    if exact >= top:
+        return np.float32(top)
+    return max(_nearest_float32(exact), np.float32(2.0**-149))  # at least float32's smallest subnormal
+
+
+def _nearest_float32(exact: Fraction) -> np.float32:
+    """The float32 nearest to a positive `exact` below float32's max, ties to an
+    even significand: the best of a first guess and its two neighbours."""
     with np.errstate(under="ignore"):
-        g = np.float32(largest / denominator)
-    return max(g, np.float32(2.0**-149))  # at least float32's smallest subnormal
+        guess = np.float32(float(exact))
+    candidates = [np.nextafter(guess, np.float32(0)), guess, np.nextafter(guess, np.float32(np.inf))]
+    return min(candidates, key=lambda c: (abs(Fraction(float(c)) - exact), int(c.view(np.uint32)) & 1))
 
 
 def _significand_scale(m: Fraction, fmt, g: Fraction) -> Fraction:

@@ -631,6 +631,56 @@ def test_tensor_scale_of_tiny_data():
     assert_same(got, scaled_reference(x, fmt).values, "round vs the oracle")
 
 
+@pytest.mark.parametrize("mode", ["nearest", "toward_zero", "up"])
+def test_tensor_scale_of_float64_data_past_float32(mode):
+    """float64 data beyond float32's range: g = max|x| / 2688 still fits float32
+    (it was taken from float32(max|x|) = inf, and every result was NaN). Past
+    2688 * float32's max, g stays at float32's max, as block scales clamp, and
+    the elements saturate. The oracle agrees; decode(encode(x)) equals round(x)."""
+    fmt = rp.ScaledFormat("e2m1", block_size=4, scale_format="e4m3", tensor_scale=True)
+    rng = np.random.default_rng(5)
+    for largest in (1e39, 3e41, 1e45, 1e300):
+        x = rng.normal(size=12) * largest / 4
+        x[[0, 5]] = largest, 0.0
+        x[8:12] = 0.0  # an all-zero block stays zero
+        want = scaled_reference(x, fmt, mode)
+        got = rp.round(x, fmt, mode)
+        assert not np.isnan(got).any(), largest
+        assert_same(got, want.values, f"{largest:g} {mode}")
+        codes = rp.encode(x, fmt, mode)
+        assert codes.tensor_scale == want.tensor_scale
+        assert_same(rp.decode(codes, fmt), got, f"decode(encode(x)) {largest:g}")
+    assert rp.encode(np.array([1e300]), fmt).tensor_scale == np.finfo(np.float32).max
+
+
+def test_tensor_scale_is_the_float32_of_the_exact_quotient():
+    """g is max|x| / (scale max * element max) rounded once to float32: with a
+    denominator past float64's range (a wide custom scale format over float32
+    elements) it is not 0 (a float64 division gave 0, then 2**-149)."""
+    wide = rp.ScaledFormat("float32", block_size=2, scale_format=rp.FloatFormat(10, 3, bias=100), tensor_scale=True)
+    x = np.array([1e300, -2.0, 0.5, 0.0])
+    g = rp.encode(x, wide).tensor_scale
+    exact = Fraction(1e300) / (Fraction(float(wide.scale_format.max)) * Fraction(float(wide.element.max)))
+    assert g == scaled_reference(x, wide).tensor_scale
+    assert abs(Fraction(float(g)) - exact) <= exact * Fraction(1, 2**24)
+    assert_same(rp.round(x, wide), scaled_reference(x, wide).values, "wide scale format")
+
+
+def test_tensor_scale_needs_a_scale_format_of_normal_products():
+    """A scale format reaching below 2**-873 (float64, a custom bias) would make
+    an all-zero block's least scale times a tiny g underflow to 0 in float64 and
+    its zeros 0 / 0 = NaN: refused, naming the argument."""
+    for scale_format in ("float64", rp.FloatFormat(10, 3, bias=900)):
+        with pytest.raises(ValueError, match="tensor_scale=True needs a scale_format"):
+            rp.ScaledFormat("e2m1", block_size=4, scale_format=scale_format, tensor_scale=True)
+    rp.ScaledFormat("e2m1", block_size=4, scale_format="float64")  # without a tensor scale: fine
+    fmt = rp.ScaledFormat("e2m1", block_size=4, scale_format="float32", tensor_scale=True)
+    x = np.array([0, 0, 0, 0, 1e-30, 0, 0, 0], np.float32)  # g = 2**-149, the zero block's scale 2**-149
+    got = rp.round(x, fmt)
+    assert_same(got, scaled_reference(x, fmt).values, "zero block under a tiny g")
+    assert (got[:4] == 0).all()
+
+
 def test_nvfp4_scale_clamps():
     """Without a tensor scale, a block of tiny values takes the smallest E4M3 scale
     (2**-9) and a block of huge ones the largest (448, elements saturating at
