@@ -94,6 +94,8 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None):  
     plan = _plan(x, fmt, mode, overflow, rand_bits)
     fmt = to_format(fmt)
     stochastic = plan.mode.is_stochastic
+    if stochastic or isinstance(fmt, ScaledFormat):
+        _known_chunks(x, "x", "a stochastic mode or a scaled format")
     if isinstance(fmt, ScaledFormat):
         x = _scaled_chunks(x, fmt, stochastic)
     block = functools.partial(_round_block, fmt=fmt, mode=mode, overflow=overflow, rand_bits=rand_bits,
@@ -134,6 +136,8 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     plan = _plan(x, fmt, mode, overflow, rand_bits)
     fmt = to_format(fmt)
     seed = _stream_seed(rng) if plan.mode.is_stochastic else None
+    if plan.mode.is_stochastic or isinstance(fmt, ScaledFormat):
+        _known_chunks(x, "x", "a stochastic mode or a scaled format")
     if isinstance(fmt, ScaledFormat):
         return _encode_scaled(_scaled_chunks(x, fmt, plan.mode.is_stochastic), fmt, mode, seed, rand_bits)
     if fmt.bits is None:
@@ -193,9 +197,11 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
        exact sum rounded once); an odd last one moves up a level as it is.
 
     The result depends on the chunks (as the order of additions does), never on
-    the scheduler. For one chunk it is ``rp.sum(x, ...)``; with ``order="pairwise"``,
-    where the chunks along a 1-D `x` hold a power of two elements each (the last
-    may hold fewer), it is ``rp.sum(x, order="pairwise")`` too: the same tree.
+    the scheduler. In the deterministic modes, for one chunk it is
+    ``rp.sum(x, ...)``; with ``order="pairwise"``, where the chunks along a 1-D `x`
+    hold a power of two elements each (the last may hold fewer), it is
+    ``rp.sum(x, order="pairwise")`` too: the same tree. (The stochastic modes
+    draw each chunk's randomness from a stream of its own, below.)
 
     Parameters
     ----------
@@ -226,17 +232,19 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     2048.0
     """
     x = _dask_array(x, "x")
-    fmt = to_format(fmt)
+    fmt = _accumulate._element_format(fmt, "fmt")
     stochastic = parse_mode(mode).is_stochastic
     _accumulate.pairwise_order(order)  # the checks of rp.sum, without its kernel
     _, dtype = _accumulate.exact_operand(np.empty(0, x.dtype), "x")
-    axes = sorted(_accumulate.reduced_axes(axis, x.ndim))
+    given_axes = tuple(_accumulate.reduced_axes(axis, x.ndim))  # a chunk sums them in this order, as rp.sum
+    axes = sorted(given_axes)
+    _known_chunks(x, "x", "summing across chunks", axes)
     out_dtype = _rounding.result_dtype(dtype, fmt)
     _accumulate.rounding_setup(_accumulate.bounded_format(fmt, out_dtype))  # rp.sum's check of fmt
     root = random_key(rng) if stochastic else None
     partial_chunks = tuple((1,) * len(sizes) if d in axes else sizes for d, sizes in enumerate(x.chunks))
     partials = _da.map_blocks(
-        functools.partial(_sum_block, fmt=fmt, axes=tuple(axes), mode=mode, order=order, root=root,
+        functools.partial(_sum_block, fmt=fmt, axes=given_axes, mode=mode, order=order, root=root,
                           dtype=out_dtype),
         x, chunks=partial_chunks, dtype=out_dtype, meta=_meta(x.ndim, out_dtype), token="rpfloat-sum-chunks")
     partials = partials.rechunk({d: -1 for d in axes})
@@ -255,6 +263,15 @@ def _dask_array(x, argument):
         raise TypeError(f"{argument} must be a dask.array.Array, got {type(x).__name__}; use rpfloat's own "
                         f"functions for NumPy arrays, or da.from_array({argument}, chunks=...)")
     return x
+
+
+def _known_chunks(x, argument, what, axes=None):
+    """ValueError where `x` has chunks of unknown size (NaN, after boolean indexing,
+    say) along `axes` (None: any): `what` needs every chunk's place in the array."""
+    if any(math.isnan(size) for axis, sizes in enumerate(x.chunks) if axes is None or axis in axes
+           for size in sizes):
+        raise ValueError(f"{argument} has chunks of unknown size, and {what} needs each chunk's place in the "
+                         f"array: call {argument}.compute_chunk_sizes() first")
 
 
 def _plan(x, fmt, mode, overflow, rand_bits):
@@ -386,14 +403,14 @@ def _sum_block(block, *, fmt, axes, mode, order, root, dtype, block_info=None):
         chunk = int(np.ravel_multi_index(block_info[0]["chunk-location"], block_info[0]["num-chunks"]))
         rng = np.random.SeedSequence(root, spawn_key=(0, chunk))
     total = _accumulate.sum(block, fmt, axis=axes, mode=mode, order=order, rng=rng)
-    return np.expand_dims(np.asarray(total, dtype), axes)
+    return np.expand_dims(np.asarray(total, dtype), sorted(axes))
 
 
 def _combine_block(partials, *, fmt, axes, mode, root, dtype, block_info=None):
     """Step 2 of :func:`sum`: the partial sums along `axes` added pairwise, level by level."""
     kept = [d for d in range(partials.ndim) if d not in axes]
     values = np.transpose(partials, list(axes) + kept)
-    values = values.reshape((-1,) + values.shape[len(axes):])
+    values = values.reshape((math.prod(values.shape[:len(axes)]),) + values.shape[len(axes):])
     result_chunk = 0
     if root is not None and kept:
         location = block_info[None]

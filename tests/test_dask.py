@@ -412,6 +412,43 @@ def test_empty_sum_is_zero():
     assert_same_bits(_compute(rpd.sum(da.zeros((0,), chunks=5), "e4m3")), rp.sum(np.zeros(0), "e4m3"))
     assert_same_bits(_compute(rpd.sum(da.zeros((0, 4), chunks=2), "e4m3", axis=0)),
                      rp.sum(np.zeros((0, 4)), "e4m3", axis=0))
+    # an empty result (a kept axis of length 0), in every mode
+    for mode in MODES:
+        assert_same_bits(_compute(rpd.sum(da.zeros((4, 0), chunks=2), "e4m3", axis=0, mode=mode, rng=1)),
+                         rp.sum(np.zeros((4, 0)), "e4m3", axis=0, mode=mode, rng=1))
+
+
+def test_one_chunk_sums_the_axes_in_the_order_given():
+    """rp.sum takes a tuple of axes in the order given; so does each chunk of rpd.sum,
+    and with one chunk the two agree (the order changes the rounded sum here)."""
+    x = np.random.default_rng(1).standard_normal((40, 30)).astype(np.float32)
+    for axis in [(1, 0), (0, 1), (-1, 0)]:
+        assert_same_bits(_compute(rpd.sum(da.from_array(x), "bfloat16", axis=axis)),
+                         rp.sum(x, "bfloat16", axis=axis))
+    assert rp.sum(x, "bfloat16", axis=(1, 0)) != rp.sum(x, "bfloat16", axis=(0, 1))
+    # 3-D, two of three axes reversed, several chunks along the kept one
+    y = np.random.default_rng(2).standard_normal((6, 20, 24)).astype(np.float32)
+    assert_same_bits(_compute(rpd.sum(da.from_array(y, chunks=(2, -1, -1)), "bfloat16", axis=(2, 1))),
+                     rp.sum(y, "bfloat16", axis=(2, 1)))
+
+
+def test_chunks_of_unknown_size():
+    """Boolean indexing leaves chunks of unknown size: the stochastic modes and the
+    scaled formats, which need each chunk's place, and sums across such chunks
+    refuse at once, naming x; nearest rounding (chunk by chunk) still works."""
+    data = np.arange(20.0) / 3
+    x = da.from_array(data, chunks=5)
+    picked = x[x > 2]
+    for call in (lambda: rpd.round(picked, "e4m3", "stochastic", rng=1),
+                 lambda: rpd.round(picked, rp.ScaledFormat("e4m3", block_size=4)),
+                 lambda: rpd.encode(picked, "e4m3", "stochastic", rng=1),
+                 lambda: rpd.sum(picked, "e4m3")):
+        with pytest.raises(ValueError, match="x has chunks of unknown size.*compute_chunk_sizes"):
+            call()
+    assert_same_bits(_compute(rpd.round(picked, "e4m3")), rp.round(data[data > 2], "e4m3"))
+    known = picked.compute_chunk_sizes()
+    assert_same_bits(_compute(rpd.round(known, "e4m3", "stochastic", rng=1)),
+                     rp.round(data[data > 2], "e4m3", "stochastic", rng=1))
 
 
 # -- a real cluster: two worker processes on the loopback interface ----------------------
@@ -488,5 +525,7 @@ def test_rp_sum_dispatches_dask_arrays_and_decode_takes_scaled_dask_codes():
 def test_accumulation_refuses_scaled_formats():
     with pytest.raises(TypeError, match="fmt must be an element format"):
         rp.sum(np.ones(4), "mxfp4")
+    with pytest.raises(TypeError, match="fmt must be an element format"):
+        rpd.sum(da.ones(4, chunks=2), "mxfp4")
     with pytest.raises(TypeError, match="acc must be an element format"):
         rp.matmul(np.ones((2, 2)), np.ones((2, 2)), "bfloat16", acc="nvfp4")
