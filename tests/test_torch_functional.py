@@ -354,6 +354,29 @@ def test_a_bad_grad_fmt_fails_in_the_forward_pass():
         rpt.round(torch.ones(3, requires_grad=True), "e4m3", grad_fmt="e4m3", grad_mode="sideways")
     with pytest.raises(ValueError):
         rpt.round(torch.ones(3, requires_grad=True), "e4m3", grad_fmt="no_such_format")
+    scaled = rp.ScaledFormat("e4m3", block_size=2, axis=1)  # axis 1 of a 1-D gradient
+    with pytest.raises(ValueError, match="grad_fmt .*axis=1 is out of range"):
+        rpt.round(torch.ones(4, requires_grad=True), "e4m3", grad_fmt=scaled)
+
+
+def test_nested_tensors_are_refused():
+    nested = torch.nested.as_nested_tensor([torch.ones(2), torch.ones(3)], layout=torch.jagged)
+    with pytest.raises(TypeError, match="nested tensor"):
+        rpt.round(nested, "e4m3")
+
+
+def test_a_tensor_scale_gives_float64_values_cast_to_the_tensor_dtype():
+    """With a tensor scale rp.round returns float64 products: a float64 tensor holds
+    them bit for bit, a float32 tensor gets them rounded to nearest by the cast."""
+    fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)
+    t = torch.tensor([3.0, 1.1, 0.7, 2.2] + [0.0] * 12, dtype=torch.float64)
+    expected = rp.round(t.numpy(), fmt)
+    assert expected.dtype == np.float64
+    assert np.array_equal(rpt.round(t, fmt).numpy(), expected)
+    narrow = rpt.round(t.float(), fmt)
+    assert narrow.dtype == torch.float32
+    assert np.array_equal(narrow.numpy(), rp.round(t.float().numpy(), fmt).astype(np.float32))
+    assert not np.array_equal(narrow.numpy().astype(np.float64), expected)  # the cast rounded
 
 
 def test_import_rpfloat_does_not_import_torch():

@@ -430,6 +430,76 @@ def test_every_supported_module_sees_rounded_parameters(module, x):
     assert representable(output, "bfloat16")
 
 
+@pytest.mark.parametrize("kwargs", [{}, {"kdim": 6, "vdim": 5, "add_bias_kv": True, "batch_first": True}],
+                         ids=["packed", "separate"])
+def test_multihead_attention_rounds_all_its_weights(kwargs):
+    """nn.MultiheadAttention reads out_proj's weights without calling out_proj: its
+    output must be that of a plain copy holding the rounded weights (in_proj's,
+    q/k/v's, bias_k/v's and out_proj's), and differ from the unrounded one."""
+    torch.manual_seed(3)
+    attention = nn.MultiheadAttention(8, 2, **kwargs)
+    plain = copy.deepcopy(attention)
+    config = rpt.QuantConfig(parameters=rp.FixedFormat(2, 3), gradients="bfloat16")
+    names = list(config.for_model(attention))
+    assert "out_proj.weight" in names and "out_proj.input" not in names and "output" in names
+    rpt.quantize_model(attention, config)
+    rounded = copy.deepcopy(plain)
+    rounded.load_state_dict(rpt.quantized_state_dict(attention))
+    shape = (2, 3) if kwargs.get("batch_first") else (3, 2)
+    query = torch.randn(*shape, 8)
+    key = torch.randn(*shape, kwargs.get("kdim", 8))
+    value = torch.randn(*shape, kwargs.get("vdim", 8))
+    output, weights = attention(query, key, value)
+    assert torch.equal(output, rounded(query, key, value)[0])
+    assert not torch.equal(output, plain(query, key, value)[0])
+    output.sum().backward()
+    for name, parameter in attention.named_parameters():
+        assert representable(parameter.grad, "bfloat16"), name
+    assert "weight" not in attention.out_proj.__dict__  # the shadows are gone after the call
+    rpt.remove_quantization(attention)
+    assert torch.equal(attention(query, key, value)[0], plain(query, key, value)[0])
+
+
+def test_lazy_modules_round_once_their_parameters_exist():
+    torch.manual_seed(4)
+    model = nn.Sequential(nn.LazyLinear(3))
+    fmt = rp.FixedFormat(2, 3)
+    rpt.quantize_model(model, rpt.QuantConfig(parameters=fmt, gradients="bfloat16"))
+    x = torch.randn(2, 4)
+    output = model(x)  # the lazy module's own hook creates the weights first
+    layer = model[0]
+    expected = F.linear(x, rpt.round(layer.weight, fmt), rpt.round(layer.bias, fmt))
+    assert torch.equal(output, expected)
+    output.sum().backward()
+    assert representable(layer.weight.grad, "bfloat16") and representable(layer.bias.grad, "bfloat16")
+
+
+def test_sparse_embedding_gradients_round_their_values():
+    torch.manual_seed(5)
+    sparse = nn.Embedding(10, 4, sparse=True)
+    dense, plain = nn.Embedding(10, 4), nn.Embedding(10, 4)
+    dense.load_state_dict(sparse.state_dict())
+    plain.load_state_dict(sparse.state_dict())
+    config = rpt.QuantConfig(gradients="e5m2")
+    rpt.quantize_model(sparse, config)
+    rpt.quantize_model(dense, config)
+    for model in (sparse, dense, plain):
+        (model(torch.tensor([1, 2, 2, 7])) * torch.linspace(0.1, 1.7, 4)).sum().backward()
+    assert sparse.weight.grad.layout == torch.sparse_coo
+    assert torch.equal(sparse.weight.grad.to_dense(), dense.weight.grad)
+    assert torch.equal(dense.weight.grad, rpt.round(plain.weight.grad, "e5m2"))
+    assert not representable(plain.weight.grad, "e5m2")
+
+
+def test_config_and_master_parameter_errors():
+    with pytest.raises(ValueError, match="'tensors' must be a JSON object"):
+        rpt.QuantConfig.from_dict({"tensors": [["0.weight", "e4m3"]]})
+    model = nn.Sequential(nn.Linear(2, 1))
+    for name in ("0.nothing", "5.weight", "missing.weight"):
+        with pytest.raises(KeyError, match="is not a parameter of the model"):
+            rpt.master_parameter(model, name)
+
+
 def test_register_quantizable_user_module():
     class Gain(nn.Module):
         def __init__(self):

@@ -12,6 +12,9 @@ import numpy as np
 import torch
 
 from .._plan import plan_for
+from ..presets import format as to_format
+from ..scaledformat import ScaledFormat
+from ..scaling import block_layout_of
 from ..rounding import round as _round_array
 
 __all__ = ["round"]
@@ -113,6 +116,11 @@ def round(
     if grad_fmt is not None:
         _check_rng(grad_rng, "grad_rng")
         plan_for(grad_fmt, grad_mode, None, None, _compute_dtype(data))  # fail now, not in backward
+        if isinstance(scaled := to_format(grad_fmt), ScaledFormat):
+            try:
+                block_layout_of(tuple(data.shape), scaled)  # its axis against the gradient's shape
+            except ValueError as error:
+                raise ValueError(f"grad_fmt {scaled!r}: {error}") from None
         grad_rounding = (grad_fmt, grad_mode, grad_rng)
     if t.requires_grad and torch.is_grad_enabled():
         return RPRound.apply(t, fmt, mode, rng, rand_bits, overflow, grad_rounding)
@@ -174,6 +182,9 @@ def _checked_data(t):
             "(rounding on the GPU comes with the GPU backend). It never copies to the host "
             "itself: pass t.cpu() if a host copy is what you want"
         )
+    if t.is_nested:
+        raise TypeError("t must be a dense (strided) tensor, got a nested tensor; round its components "
+                        "(t.unbind()) one by one")
     if t.layout != torch.strided:
         raise TypeError(f"t must be a dense (strided) tensor, got layout {t.layout}; use t.to_dense()")
     if t.dtype not in _NUMPY_DTYPE_OF and t.dtype != torch.bfloat16:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import nn
+from torch.nn.parameter import is_lazy
 
 from ..fixedformat import FixedFormat
 from ..floatformat import FloatFormat
@@ -58,6 +59,9 @@ _QUANTIZABLE: dict[type, tuple[str, ...]] = {
     nn.BatchNorm2d: ("weight", "bias"),
     nn.BatchNorm3d: ("weight", "bias"),
     nn.Embedding: ("weight",),
+    # its out_proj (an nn.Linear it never calls: it reads the weights) is rounded by its hooks
+    nn.MultiheadAttention: ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
+                            "bias_k", "bias_v"),
 }
 
 _STATE_ATTRIBUTE = "_rpfloat_quantization"
@@ -408,7 +412,10 @@ class QuantConfig(MutableMapping):
         if unknown:
             raise ValueError(f"unknown default kinds {sorted(unknown)}; the kinds are {KINDS}")
         config = cls(**{kind: _config_from_json(value, f"defaults.{kind}") for kind, value in defaults.items()})
-        for name, value in (data.get("tensors") or {}).items():
+        tensors = data.get("tensors") or {}
+        if not isinstance(tensors, dict):
+            raise ValueError(f"'tensors' must be a JSON object of tensor names, got {type(tensors).__name__}")
+        for name, value in tensors.items():
             config[name] = _config_from_json(value, f"tensors[{name!r}]")
         return config
 
@@ -599,28 +606,36 @@ def _quantizable_names(module) -> tuple[str, ...] | None:
         if klass in _QUANTIZABLE:
             names = _QUANTIZABLE[klass]
             for name in names:
-                if name not in module._parameters:
+                # (an optional parameter left out may be a plain None: MultiheadAttention's bias_k)
+                if name not in module._parameters and getattr(module, name, False) is not None:
                     raise ValueError(
                         f"{type(module).__name__} is registered with parameter {name!r}, which it does not have "
                         f"(its parameters: {list(module._parameters)})")
-            return tuple(name for name in names if module._parameters[name] is not None)
+            return tuple(name for name in names if module._parameters.get(name) is not None)
     return None
 
 
 def _quantizable_modules(model):
-    """(name prefix, module, parameter names) of every quantizable module, each once."""
+    """(name prefix, module, parameter names, host) of every quantizable module,
+    each once. The host is the module whose forward hooks round its parameters:
+    the module itself, or for the ``out_proj`` of an nn.MultiheadAttention (which
+    reads its weights and never calls it) the attention module. A module with
+    another host has no activation sites: its forward never runs."""
+    hosts = {id(module.out_proj): module for module in model.modules()
+             if isinstance(module, nn.MultiheadAttention) and isinstance(module.out_proj, nn.Module)}
     for path, module in model.named_modules():
         names = _quantizable_names(module)
         if names is not None:
-            yield (f"{path}." if path else ""), module, names
+            yield (f"{path}." if path else ""), module, names, hosts.get(id(module), module)
 
 
 def _tensor_names(model) -> list[str]:
     names = []
-    for prefix, _, parameter_names in _quantizable_modules(model):
+    for prefix, module, parameter_names, host in _quantizable_modules(model):
         for name in parameter_names:
             names += [prefix + name, f"{prefix}{name}.grad"]
-        names += [f"{prefix}input", f"{prefix}output"]
+        if host is module:
+            names += [f"{prefix}input", f"{prefix}output"]
     return names
 
 
@@ -661,7 +676,29 @@ class _GradRounding:
 
     def __call__(self, param):
         with torch.no_grad():
-            param.grad.copy_(self.rounding(param.grad))
+            grad = param.grad
+            if grad.layout == torch.sparse_coo:  # (nn.Embedding(sparse=True)): its stored values
+                grad = grad.coalesce()
+                param.grad = torch.sparse_coo_tensor(grad.indices(), self.rounding(grad.values()), grad.shape,
+                                                     is_coalesced=True, check_invariants=False)
+            else:
+                grad.copy_(self.rounding(grad))
+
+
+class _Hosted:
+    """Forward hooks of a host module that round another module's parameters
+    (see `_quantizable_modules`) for the length of the host's forward."""
+
+    __slots__ = ("state", "module")
+
+    def __init__(self, state, module):
+        self.state, self.module = state, module
+
+    def before_forward(self, host, args):
+        self.state.before_forward(self.module, ())
+
+    def after_forward(self, host, args, output):
+        self.state.after_forward(self.module, (), None)
 
 
 class _ModuleQuantization:
@@ -685,7 +722,8 @@ class _ModuleQuantization:
         for name, hook in self.gradients.items():
             parameter = module._parameters[name]
             hooked = self._hooked.get(name)
-            if parameter is not None and (hooked is None or hooked() is not parameter):
+            if (parameter is not None and not is_lazy(parameter)  # (hooked once materialised)
+                    and (hooked is None or hooked() is not parameter)):
                 self.handles.append(parameter.register_post_accumulate_grad_hook(hook))
                 self._hooked[name] = weakref.ref(parameter)
 
@@ -774,7 +812,7 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
                          f"its tensors are {known}")
     root = _root_seed(rng)
     rounded_grads = set()
-    for prefix, module, parameter_names in _quantizable_modules(model):
+    for prefix, module, parameter_names, host in _quantizable_modules(model):
         state = _ModuleQuantization()
         for name in parameter_names:
             parameter = module._parameters[name]
@@ -785,14 +823,17 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
                 rounded_grads.add(id(parameter))  # a shared parameter accumulates one gradient
                 state.gradients[name] = _GradRounding(_Rounding(entry, root, grad_name))
         state.hook_gradients(module)
-        for site in _ACTIVATION_SITES:
+        for site in _ACTIVATION_SITES if host is module else ():
             if (entry := config.resolve(prefix + site)) is not None:
                 setattr(state, site, _Rounding(entry, root, prefix + site))
+        hooks = state if host is module else _Hosted(state, module)
+        # first, so that other hooks see the rounded tensors; but after a lazy module's own
+        # hook, which materialises its parameters (nn.LazyLinear)
+        first = not any(is_lazy(parameter) for parameter in module._parameters.values() if parameter is not None)
         if state.parameters or state.gradients or state.input is not None:
-            state.handles.append(module.register_forward_pre_hook(state.before_forward, prepend=True))
+            state.handles.append(host.register_forward_pre_hook(hooks.before_forward, prepend=first))
         if state.parameters or state.output is not None:
-            state.handles.append(
-                module.register_forward_hook(state.after_forward, prepend=True, always_call=True))
+            state.handles.append(host.register_forward_hook(hooks.after_forward, prepend=True, always_call=True))
         module.__dict__[_STATE_ATTRIBUTE] = state
     return model
 
@@ -862,7 +903,10 @@ def master_parameter(model: nn.Module, name: str) -> nn.Parameter:
     True
     """
     path, _, parameter_name = name.rpartition(".")
-    module = model.get_submodule(path) if path else model
+    try:
+        module = model.get_submodule(path) if path else model
+    except AttributeError:
+        raise KeyError(f"{name!r} is not a parameter of the model") from None
     parameter = module._parameters.get(parameter_name)
     if parameter is None:
         raise KeyError(f"{name!r} is not a parameter of the model")
