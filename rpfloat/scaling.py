@@ -23,7 +23,7 @@ from ._kernels.cpu.blocks import (
 )
 from ._kernels.cpu import float64_blocks
 from ._kernels.cpu.backend import round_carrier
-from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
+from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment, in_default_environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
 from ._plan import check_rand_bits, plan_for, random_key
@@ -241,6 +241,7 @@ def _float32_quotient(numerator: float, denominator: Fraction, wide: float | Non
     return float(round(exact / spacing) * spacing)  # (round: half to even; float: exact)
 
 
+@in_default_environment
 def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
     into `out` where it is a C-contiguous array of the working dtype that does not
@@ -367,6 +368,7 @@ def _zero_block_scale(block_params, float_params) -> float:
     return float_params[block_layout.F_SCALE_MIN] * float_params[block_layout.F_TENSOR_SCALE]
 
 
+@in_default_environment
 def round_scaled(array, plan: ScaledPlan, rng, offset, out):
     """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
     key = random_key(rng) if plan.mode.is_stochastic else 0
@@ -380,6 +382,7 @@ def round_scaled(array, plan: ScaledPlan, rng, offset, out):
     return result[()] if result.ndim == 0 else result
 
 
+@in_default_environment
 def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bits=None, overflow=None) -> ScaledCodes:
     """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
@@ -433,6 +436,7 @@ def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarr
     return codes.astype(_codes.code_dtype(fmt.scale_bits))
 
 
+@in_default_environment
 def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
     """``rp.decode`` for a scaled format: `codes` is a :class:`ScaledCodes` (or the
     pair or triple it holds)."""

@@ -19,9 +19,14 @@ from hypothesis import strategies as st
 import rpfloat as rp
 from rpfloat.rounding import round_chunk
 from rpfloat import scaling
+from rpfloat._kernels.cpu import environment
 from rpfloat._plan import random_key
 from rpfloat.scaling import ScaledCodes
 from reference import DETERMINISTIC_MODES, STOCHASTIC_MODES, encode_reference, floor_log2
+from fpenv import (
+    DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
+    rounding_direction,
+)
 from scaled_reference import (
     E8M0_NAN_CODE,
     element_emax,
@@ -679,6 +684,57 @@ def test_tensor_scale_needs_a_scale_format_of_normal_products():
     got = rp.round(x, fmt)
     assert_same(got, scaled_reference(x, fmt).values, "zero block under a tiny g")
     assert (got[:4] == 0).all()
+
+
+_ENVIRONMENT_FORMATS = ["mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1", "mxint8", "nvfp4",
+                        rp.ScaledFormat("e4m3", scale_format="e4m3"),
+                        rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True),
+                        rp.ScaledFormat("e2m3", block_size=8, axis=0, scale_rounding="even"),
+                        rp.ScaledFormat(rp.FixedFormat(4, 3), block_size=32, scale_rounding="rceil")]
+
+
+def _environment_data():
+    """float32 blocks of subnormals, of ties and near-ties, near float32's extremes,
+    and of ordinary values (32 x 64, so that axis 0 blocks see them too)."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((32, 64)) * 2.0 ** rng.integers(-8, 8, (32, 64))).astype(np.float32)
+    x[0] = 6.250695e-39 * rng.uniform(0.1, 1.0, 64)  # subnormal blocks
+    x[1, :32] = -1.2e-39
+    x[2, :16] = [2.0, 2.9375] + [0.0] * 14  # nvfp4: m / 6 needs the scale's own rounding
+    x[3, :32] = [1.0, 1.9375] + [0.0] * 30
+    x[4] = np.float32(-3.4028235e38) * rng.uniform(0.5, 1.0, 64)
+    x[5] = np.float32(3.3e38) * rng.uniform(0.9, 1.0, 64)
+    return x
+
+
+@pytest.mark.skipif(not X86_64_GLIBC, reason="sets the floating-point environment through glibc")
+@pytest.mark.parametrize("setting", ["denormals_are_zero", "flush_to_zero", "downward", "upward", "toward_zero"])
+def test_scaled_results_do_not_depend_on_the_floating_point_environment(setting):
+    """Some libraries turn on flush-to-zero and denormals-are-zero for the process,
+    or change the rounding direction: scaled rounding, encode and decode still give
+    the default environment's bits (they run in it and restore the thread's)."""
+    enter = {"denormals_are_zero": lambda: mxcsr_with(DENORMALS_ARE_ZERO),
+             "flush_to_zero": lambda: mxcsr_with(FLUSH_TO_ZERO),
+             "downward": lambda: rounding_direction(FE_DOWNWARD),
+             "upward": lambda: rounding_direction(FE_UPWARD),
+             "toward_zero": lambda: rounding_direction(FE_TOWARDZERO)}[setting]
+    x = _environment_data()
+    for fmt in _ENVIRONMENT_FORMATS:
+        for mode in ("nearest", "up", "odd", "stochastic"):
+            want = rp.round(x, fmt, mode, rng=2)
+            want_codes = rp.encode(x, fmt, mode, rng=2)
+            with enter():
+                before = environment.environment()
+                got = rp.round(x, fmt, mode, rng=2)
+                codes = rp.encode(x, fmt, mode, rng=2)
+                decoded = rp.decode(want_codes, fmt)
+                assert environment.environment() == before  # the thread's own, given back
+            label = f"{fmt!r} {mode} {setting}"
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), label
+            for part, expected in zip(codes, want_codes):
+                assert np.array_equal(np.asarray(part), np.asarray(expected)), label
+            assert np.array_equal(decoded, rp.decode(want_codes, fmt), equal_nan=True), label
+    assert environment.environment() == environment.DEFAULT
 
 
 def test_nvfp4_scale_clamps():

@@ -7,6 +7,12 @@ which some libraries turn on for the whole process) and, for rounding by
 adding, rounding to nearest (``fesetround``). The table (``table``) asks
 `environment` on every call, in the thread that runs the kernel.
 """
+import ctypes
+import ctypes.util
+import functools
+import platform
+import sys
+
 import numpy as np
 from numba import njit, types
 
@@ -14,6 +20,7 @@ from ..core.bits import NUMBA_OPTIONS
 
 # `environment`'s flags
 KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST = 1, 2
+DEFAULT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
 
 
 @njit(**NUMBA_OPTIONS)
@@ -49,3 +56,38 @@ def environment():
 
 
 _probe = None  # environment_flags' compiled entry point, once looked up
+
+
+def in_default_environment(function):
+    """Decorator: `function` runs in the default floating-point environment
+    (subnormals kept, rounding to nearest), and the thread gets its own back
+    after, where the thread has another one and rpfloat can set it: with glibc's
+    ``fesetenv(FE_DFL_ENV)`` on x86-64 Linux (SSE's MXCSR holds both settings).
+    Elsewhere the function runs as it is. For code that computes with the
+    hardware's arithmetic and has no integer-only fallback (the scaled formats)."""
+    @functools.wraps(function)
+    def in_default(*args, **kwargs):
+        if environment() == DEFAULT or _libm() is None:
+            return function(*args, **kwargs)
+        saved = (ctypes.c_char * 64)()  # a fenv_t (32 bytes on x86-64 glibc), with room to spare
+        if _LIBM.fegetenv(saved) != 0 or _LIBM.fesetenv(_FE_DFL_ENV) != 0:
+            return function(*args, **kwargs)
+        try:
+            return function(*args, **kwargs)
+        finally:
+            _LIBM.fesetenv(saved)
+    return in_default
+
+
+_FE_DFL_ENV = ctypes.c_void_p(-1)  # glibc: ((const fenv_t *) -1)
+_LIBM = None
+
+
+def _libm():
+    """glibc's libm on x86-64 Linux, else None."""
+    global _LIBM
+    if _LIBM is None and sys.platform == "linux" and platform.machine() == "x86_64" \
+            and platform.libc_ver()[0] == "glibc":
+        _LIBM = ctypes.CDLL(ctypes.util.find_library("m"))
+        _LIBM.fegetenv.argtypes = _LIBM.fesetenv.argtypes = [ctypes.c_void_p]
+    return _LIBM
