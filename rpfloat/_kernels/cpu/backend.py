@@ -9,6 +9,7 @@ import threading
 import numba
 import numpy as np
 
+from .environment import in_default_environment
 from .table import choose, first_available
 
 __all__ = ["run", "round_carrier"]
@@ -158,13 +159,21 @@ def _round_range(source, target, plan, key, offset, start, stop):
             values = source[begin:end]
         else:
             values = source_buffer[: end - begin]
-            with np.errstate(invalid="ignore"):  # casting a signalling NaN is no error
-                np.copyto(values, source[begin:end], casting="unsafe")
+            _cast_into(values, source[begin:end])
         rounded = target[begin:end] if target_is_carrier else target_buffer[: end - begin]
         kernel(values.view(bits), rounded.view(bits), params, params, mode, key, offset + begin, rand_bits)
         if not target_is_carrier:
             with np.errstate(invalid="ignore"):
                 np.copyto(target[begin:end], rounded, casting="unsafe")
+
+
+@in_default_environment
+def _cast_into(target, source):
+    """``np.copyto(target, source, casting="unsafe")``, exact where it widens, in
+    any environment: under denormals-are-zero the hardware's float32-to-float64
+    conversion reads subnormals as 0. (Casting a signalling NaN is no error.)"""
+    with np.errstate(invalid="ignore"):
+        np.copyto(target, source, casting="unsafe")
 
 
 def _kernel_for(plan, source_bits, widening):
