@@ -147,8 +147,13 @@ def _offset(offset, array) -> int:
 
 
 def input_array(x) -> np.ndarray:
-    """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise."""
-    array = x if isinstance(x, np.ndarray) else np.asarray(x)
+    """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise.
+    Subclasses become plain ndarrays (np.matrix keeps two dimensions under
+    reshape(-1), which the kernels' flat views need); masked arrays are refused."""
+    if isinstance(x, np.ma.MaskedArray):
+        raise TypeError("x is a masked array, whose masked entries rpfloat would round as numbers: round "
+                        "x.filled(...) or x.data, and mask the result with np.ma.masked_array(..., mask=x.mask)")
+    array = x if type(x) is np.ndarray else np.asarray(x)
     if array.dtype == object and not isinstance(x, np.ndarray) and _all_ints(array):
         array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
     if array.dtype.kind not in "biufc":
@@ -220,6 +225,10 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     """
     if _is_dask(x):
         return _dask_adapter().encode(x, fmt, mode, **round_kwargs)
+    unknown = set(round_kwargs) - {"overflow", "rng", "rand_bits"}
+    if unknown:  # (out= and stats= are rp.round's: codes are neither values nor statistics)
+        raise TypeError(f"encode got unexpected keyword arguments {sorted(unknown)}; it takes overflow, rng "
+                        "and rand_bits")
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return encode_scaled(input_array(x), fmt, mode, **round_kwargs)
@@ -230,7 +239,8 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
         raise TypeError("encode takes real numbers; encode x.real and x.imag separately")
     with np.errstate(invalid="ignore"):  # signalling NaNs are NaNs like any other
         values = rounded.astype(np.float64, copy=False)
-    return _codes.encode_values(values, fmt)
+    codes = _codes.encode_values(values, fmt)
+    return codes[()] if codes.ndim == 0 else codes  # a scalar's code: a NumPy scalar, as rp.round gives
 
 
 def decode(codes, fmt):

@@ -352,6 +352,37 @@ def test_a_second_process_loads_every_kernel_from_the_cache():
     assert sum(hits.values()) >= 8
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "mxfp4"])
+def test_ndarray_subclasses_round_as_plain_arrays(fmt, mode):
+    """np.matrix stays 2-D under reshape(-1), which the kernels' flat views need: it
+    gave unset memory (and a crash in stochastic rounding); subclasses are now
+    rounded as plain ndarrays, with plain ndarray results."""
+    values = np.array([[1.1, 2.2, 3.3, -0.7]] * 8).reshape(1, 32)
+    matrix = np.matrix(values)
+    got = rp.round(matrix, fmt, mode, rng=3)
+    assert type(got) is np.ndarray
+    np.testing.assert_array_equal(got, rp.round(values, fmt, mode, rng=3))
+    if fmt != "mxfp4":
+        np.testing.assert_array_equal(rp.encode(matrix, fmt), rp.encode(values, fmt))
+
+
+def test_encode_of_a_scalar_is_a_scalar_and_refuses_round_only_keywords():
+    code = rp.encode(1.0, "e4m3")
+    assert isinstance(code, np.uint8) and code == 56
+    assert isinstance(rp.encode(np.float32(-2.0), "bfloat16"), np.uint16)
+    assert rp.encode([1.0], "e4m3").shape == (1,)
+    for keyword in ({"stats": True}, {"out": np.empty(2)}):
+        with pytest.raises(TypeError, match="encode got unexpected keyword arguments"):
+            rp.encode([1.0, 2.0], "e4m3", **keyword)
+
+
+def test_masked_arrays_are_refused():
+    with pytest.raises(TypeError, match="x is a masked array"):
+        rp.round(np.ma.masked_array([1.0, 2.0], mask=[False, True]), "e4m3")
+
+
 # -- bad input ------------------------------------------------------------------
 
 
