@@ -6,6 +6,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import reference
 import rpfloat as rp
@@ -599,3 +601,64 @@ def test_wrap_keeps_the_exact_results_low_bits(mode):
     wrapped = [(k + 2**31) % 2**32 - 2**31 for k in exact]
     assert np.asarray(a * b).tolist() == wrapped
     assert float(rp.dot(np.asarray(a)[:1], np.asarray(b)[:1], fmt, mode=mode)) == wrapped[0]
+
+
+def _fixed_wrap_oracle(z: Fraction, fmt, mode: str) -> float:
+    """The exact `z` rounded onto the grid of fixed-point `fmt` in `mode`, then its
+    integer wrapped into the format's 2**w codes: written from the definition."""
+    t = z * 2**fmt.frac_bits  # in units of the step
+    floor = math.floor(t)
+    if t == floor:
+        k = floor
+    elif mode == "toward_zero":
+        k = floor if t > 0 else floor + 1
+    elif mode == "up":
+        k = floor + 1
+    elif mode == "down":
+        k = floor
+    elif mode == "odd":
+        k = floor if floor % 2 else floor + 1
+    else:  # nearest (ties to even), nearest_away
+        twice = 2 * (t - floor)
+        if twice != 1:
+            k = floor + (twice > 1)
+        elif mode == "nearest_away":
+            k = floor + 1 if t > 0 else floor
+        else:
+            k = floor if floor % 2 == 0 else floor + 1
+    words = 2 ** (fmt.int_bits + fmt.frac_bits)
+    low = -(words // 2) if fmt.signed else 0
+    return float(Fraction((k - low) % words + low, 2**fmt.frac_bits))
+
+
+@settings(max_examples=300, deadline=None)
+@given(int_bits=st.integers(1, 8), frac_bits=st.integers(0, 6), signed=st.booleans(),
+       mode=st.sampled_from(["nearest", "nearest_away", "toward_zero", "up", "down", "odd"]),
+       k=st.integers(-600, 600), half_steps=st.integers(-1200, 1200), nudge=st.integers(-3, 3),
+       large=st.booleans())
+# sums that float64 rounds onto a midpoint past the range, the side in the residual
+@example(4, 4, True, "nearest", 120, 33, 1, False)  # 7.5 + (1.03125 + ulp): -7.4375, not -7.5
+@example(8, 2, True, "nearest", 284, 605, 1, False)  # 71 + 75.625...: -109.25
+@example(7, 3, True, "nearest", -448, -451, 1, False)  # -56 - 28.1874...: 43.875
+@example(4, 4, True, "nearest_away", 101, 95, 1, False)
+@example(4, 2, False, "nearest", 61, 3, 1, False)  # unsigned, past the top
+@example(4, 2, False, "nearest", 1, -9, -1, False)  # unsigned, below 0
+def test_wrap_rounds_the_exact_sum_once(int_bits, frac_bits, signed, mode, k, half_steps, nudge, large):
+    """A sum past the range of a wrapping fixed-point format: its exact value is
+    rounded onto the grid and then wrapped (the neighbours taken after wrapping gave
+    ties on the wrong side). RPArray's + and rp.sum of two terms against the oracle,
+    with addends a few float64 ulps off the grid's midpoints; `large` takes the
+    first addend at the end of the range, so that the float64 sum drops the ulps."""
+    fmt = rp.FixedFormat(int_bits, frac_bits, signed=signed, overflow="wrap")
+    step = 2.0**-frac_bits
+    words = 2 ** (int_bits + frac_bits)
+    low = -(words // 2) if signed else 0
+    if large:
+        k = low + words - 1 - k % 4 if half_steps >= 0 or not signed else low + k % 4
+    a = ((k - low) % words + low) * step  # on the grid, in range
+    b = half_steps * step / 2
+    for _ in range(abs(nudge)):
+        b = math.nextafter(b, math.copysign(math.inf, nudge))
+    want = _fixed_wrap_oracle(Fraction(a) + Fraction(b), fmt, mode)
+    assert float(np.asarray(rp.asarray([a], fmt, mode) + b)[0]) == want
+    assert float(rp.sum([a, b], fmt, mode=mode)) == want

@@ -109,6 +109,7 @@ from ..core.layout import (
     P_OVERFLOW,
     P_SCALE_BITS,
     P_WORD_BITS,
+    NEAREST,
     NEAREST_AWAY,
     OVERFLOW_WRAP,
     ODD,
@@ -296,13 +297,68 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
     the next value of the unbounded-exponent grid, or -1.0 where a float64 cannot
     hold them (then no float64 is one)."""
     if params[P_OVERFLOW] == OVERFLOW_WRAP and residual != 0.0 and math.isfinite(value + residual):
-        # fixed-point wrap: the result's integer modulo 2**w, exactly. Where |value| reaches
-        # the modulus 2**w spacings, whole moduli leave it first (fmod is exact, and they
-        # change neither the fraction of spacings nor the integer's residue), so that the
-        # rounded value below needs no more than float64's 53 bits
-        modulus = bits_to_float64(params[P_SCALE_BITS]) * 2.0 ** params[P_WORD_BITS]
-        if abs(value) >= modulus:
-            value, residual = two_sum(np.fmod(value, modulus), residual)
+        return _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits)
+    return _round_pair(value, residual, params, midpoints, mode, random, rand_bits)
+
+
+@njit(**NUMBA_OPTIONS)
+def _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits):
+    """`round_exact` for fixed-point wrap (`residual` nonzero): the exact ``z =
+    value + residual`` rounded onto the grid of steps, the integer of steps then
+    wrapped modulo 2**w by the last rounding. The grid's neighbours of z are
+    counted in steps here, not taken from the format, whose range would wrap them.
+
+    Whole moduli leave z first: fmod is exact and keeps the sign, and where it
+    leaves 0 with a residual of the other sign, z lies just inside a modulus,
+    which stays. That changes z by an even number of steps and keeps its sign, so
+    no mode decides otherwise. ``value / step`` is then exact, ``low`` its floor
+    and z lies strictly between ``low`` and ``low + 1`` steps: the residual, at
+    most half a float64 ulp of the value, cannot reach a grid point or a midpoint
+    that the value is not on (a midpoint is a multiple of that ulp too)."""
+    step = bits_to_float64(params[P_SCALE_BITS])
+    modulus = step * 2.0 ** params[P_WORD_BITS]
+    negative = value < 0.0 or (value == 0.0 and residual < 0.0)
+    if abs(value) >= modulus:
+        remainder = np.fmod(value, modulus)
+        if remainder == 0.0 and (residual < 0.0) != (value < 0.0):
+            value = math.copysign(modulus, value)
+        else:
+            value, residual = two_sum(remainder, residual)
+            if residual == 0.0:  # z itself, now a float64
+                return bits_to_float64(round_value(float64_to_bits(value), params, mode, random, rand_bits))
+    scaled = value / step
+    low = math.floor(scaled)
+    fraction = scaled - low
+    tail = residual / step
+    if fraction == 0.0 and tail < 0.0:  # just below the grid point `scaled`
+        low -= 1.0
+        fraction = 1.0
+    high = low + 1.0
+    if mode == NEAREST or mode == NEAREST_AWAY:  # (no ties: the residual decides a midpoint's side)
+        steps = high if fraction > 0.5 or (fraction == 0.5 and tail > 0.0) else low
+    elif mode == TOWARD_ZERO:
+        steps = high if negative else low
+    elif mode == UP:
+        steps = high
+    elif mode == DOWN:
+        steps = low
+    elif mode == ODD:
+        steps = low if np.fmod(low, 2.0) != 0.0 else high
+    else:
+        # the stochastic modes step a magnitude away from zero, as round_bits does
+        toward, away = (high, low) if negative else (low, high)
+        if mode == STOCHASTIC:
+            away_from_zero = _stochastic_up(float64_to_bits(abs(value)), abs(toward) * step, abs(away) * step,
+                                            -residual if negative else residual, random, rand_bits)
+        else:  # STOCHASTIC_EQUAL
+            away_from_zero = (random >> U64_63) == U64_ONE
+        steps = away if away_from_zero else toward
+    return bits_to_float64(round_value(float64_to_bits(steps * step), params, MODE_TOWARD_ZERO, U64_ZERO, ALL_BITS))
+
+
+@njit(**NUMBA_OPTIONS)
+def _round_pair(value, residual, params, midpoints, mode, random, rand_bits):
+    """`round_exact` without its fixed-point wrap step."""
     bits = float64_to_bits(value)
     magnitude = bits & ABS_MASK
     if residual == 0.0 or magnitude >= INF_BITS or not math.isfinite(residual):
