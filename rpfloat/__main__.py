@@ -13,13 +13,16 @@ cannot be written, 2 for bad arguments (the message names the argument).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import math
 import os
 import secrets
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import zipfile
 import zlib
 from collections.abc import Callable, Iterator, Sequence
@@ -31,7 +34,7 @@ import numpy as np
 import rpfloat as rp
 from rpfloat._plan import plan_for
 from rpfloat.modes import parse_mode
-from rpfloat.rounding import round_chunk
+from rpfloat.rounding import input_array, round_chunk
 from rpfloat.stats import RoundingStats, kernel_limits, packed_nbytes
 
 DEMO_FORMATS = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "q8.8")
@@ -49,7 +52,7 @@ def preset_table() -> str:
     rows = [header]
     for name, fmt in rp.formats.items():
         constants = (fmt.max, fmt.min_normal, fmt.smallest_subnormal, fmt.eps)
-        rows.append((name, str(fmt.bits), *(f"{value:.6g}" for value in constants)))
+        rows.append((name, str(fmt.bits), *(_number(value) for value in constants)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         "  ".join([row[0].ljust(widths[0]), *(cell.rjust(w) for cell, w in zip(row[1:], widths[1:]))])
@@ -96,7 +99,7 @@ def rounding_table(x: np.ndarray) -> str:
 
 def run_demo(arguments: argparse.Namespace) -> int:
     """``demo``: print the preset table and the rounding demo; exit code 0."""
-    print("rpfloat preset formats (every value exact)\n")
+    print("rpfloat preset formats (values exact where short, else to 8 digits)\n")
     print(preset_table())
     print('\nrp.round(x, fmt): mode "nearest", each format\'s default overflow')
     print("(inf for bfloat16/float16/e5m2, NaN for e4m3fn, saturation for q8.8)\n")
@@ -127,8 +130,8 @@ def _number(value) -> str:
     """`value` exactly where that is short, else to 8 digits; "-" for None."""
     if value is None:
         return "-"
-    exact = repr(float(value))
-    return exact.removesuffix(".0") if len(exact) <= 12 else f"{value:.8g}"
+    exact = repr(float(value)).removesuffix(".0")
+    return exact if len(exact) <= 12 else f"{value:.8g}"
 
 
 def text_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -266,6 +269,11 @@ class InputArray:
         if self.dtype.kind not in "biufc":
             self.close()
             raise FileError(f"{path} holds an array of dtype {self.dtype}, not numbers")
+        try:
+            input_array(np.empty(0, self.dtype))  # rp.round's checks: long doubles, say
+        except TypeError as error:
+            self.close()
+            raise FileError(f"{path}: {_reason(error)}") from None
 
     def _open_npy(self):
         with open(self.path, "rb") as file:
@@ -281,6 +289,8 @@ class InputArray:
     def _open_npz(self, key):
         self._zip = zipfile.ZipFile(self.path)
         names = [name[:-4] for name in self._zip.namelist() if name.endswith(".npy")]
+        if not names:
+            raise FileError(f"{self.path} holds no arrays")
         if key is None:
             if len(names) != 1:
                 raise UsageError("--key", f"{self.path} holds {len(names)} arrays ({', '.join(names) or 'none'}); "
@@ -382,7 +392,8 @@ class OutputArray:
         self._target = target
 
     def write(self, values: np.ndarray) -> None:
-        self._target.write(np.ascontiguousarray(values).data.cast("B"))
+        if values.size:  # (memoryview.cast refuses an empty array of several dimensions)
+            self._target.write(np.ascontiguousarray(values).data.cast("B"))
 
     def commit(self) -> None:
         """Finish the file and move it onto OUT (keeping OUT's permissions where it exists)."""
@@ -686,12 +697,42 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     name = arguments.command or DEFAULT_COMMAND
     try:
-        return COMMANDS[name].run(arguments)
+        with _terminate_as_interrupt():
+            return COMMANDS[name].run(arguments)
     except UsageError as error:
         parser.command_parsers[name].error(f"argument {error.argument}: {error}")  # exits 2
     except FileError as error:
         print(f"python -m rpfloat {name}: error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as interruption:  # Ctrl-C or SIGTERM: the commands have cleaned up
+        print(f"python -m rpfloat {name}: {'terminated' if isinstance(interruption, Terminated) else 'interrupted'}",
+              file=sys.stderr)
+        return 143 if isinstance(interruption, Terminated) else 130
+    except BrokenPipeError:  # the output piped into a program that stopped reading (head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised as Ctrl-C's KeyboardInterrupt is, so that the same clean-up runs."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (kill, job schedulers) raises `Terminated`, so that ``round``
+    removes its temporary file; in the main thread only."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise Terminated
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -236,3 +237,59 @@ def test_bench_defaults_to_quick(monkeypatch):
     assert cli.main(["bench"]) == 0
     assert ran == [[sys.executable, str(REPOSITORY_ROOT / "benchmarks" / "bench_round.py"), "--quick"]]
     assert os.path.isfile(ran[0][1])
+
+
+# -- edge cases a review found ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(4, 0), (0, 4)])
+def test_empty_arrays_of_several_dimensions_onto_a_scaled_format(tmp_path, shape):
+    np.save(tmp_path / "in.npy", np.zeros(shape, np.float32))
+    finished = run_cli("round", "in.npy", "out.npy", "-f", "mxfp4", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.round(np.zeros(shape, np.float32), "mxfp4"))
+
+
+def test_unreadable_kinds_of_input_are_one_line_errors(tmp_path):
+    """A long double (wider than float64) and an .npz without arrays: exit 1 with
+    one line, not a traceback or a complaint about --key; OUT as it was."""
+    np.save(tmp_path / "long.npy", np.ones(3, np.longdouble))
+    np.savez(tmp_path / "none.npz")
+    (tmp_path / "out.npy").write_bytes(b"old")
+    for name, message in (("long.npy", "wider than float64"), ("none.npz", "holds no arrays")):
+        finished = run_cli("round", name, "out.npy", "-f", "e4m3", cwd=tmp_path)
+        assert finished.returncode == 1, finished.stderr
+        assert finished.stderr.count("\n") == 1 and message in finished.stderr, finished.stderr
+    assert (tmp_path / "out.npy").read_bytes() == b"old"
+
+
+def test_info_and_demo_print_values_exact_where_short():
+    assert cli._number(-4290772992.0) == "-4290772992"
+    assert cli._number(2.0**-10) == "0.0009765625"
+    assert cli._number(2.0**-1074) == "5e-324"
+    assert cli._number(1 / 3) == "0.33333333"
+    table = cli.preset_table()
+    assert "0.0009765625" in table  # float16's eps, exactly
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path):
+    np.save(tmp_path / "in.npy", np.ones(4_000_000, np.float32))
+    (tmp_path / "out.npy").write_bytes(b"old")
+    process = subprocess.Popen([sys.executable, "-m", "rpfloat", "round", "in.npy", "out.npy", "-f", "e4m3",
+                                "--chunk", "64"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        deadline = 120
+        start = time.monotonic()
+        while not any(path.name.endswith(".tmp") for path in tmp_path.iterdir()):  # it has started writing
+            assert process.poll() is None and time.monotonic() - start < deadline, process.communicate()
+            time.sleep(0.05)
+        process.terminate()  # SIGTERM
+        _, stderr = process.communicate(timeout=deadline)
+    finally:
+        process.kill()
+    assert process.returncode == 143, stderr
+    assert stderr.strip().endswith("terminated")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.npy", "out.npy"]
+    assert (tmp_path / "out.npy").read_bytes() == b"old"
