@@ -23,7 +23,9 @@ from ._kernels.cpu.blocks import (
 )
 from ._kernels.cpu import float64_blocks
 from ._kernels.cpu.backend import round_carrier
-from ._kernels.cpu.environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment, in_default_environment
+from ._kernels.cpu.environment import (
+    DEFAULT as DEFAULT_ENVIRONMENT, KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment, in_default_environment,
+)
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
 from ._plan import check_rand_bits, plan_for, random_key
@@ -241,11 +243,24 @@ def _float32_quotient(numerator: float, denominator: Fraction, wide: float | Non
     return float(round(exact / spacing) * spacing)  # (round: half to even; float: exact)
 
 
-@in_default_environment
 def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
     """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
     into `out` where it is a C-contiguous array of the working dtype that does not
-    share memory with `array` (else into a new array)."""
+    share memory with `array` (else into a new array). In the default floating-point
+    environment: where the thread has another, `in_default_environment` sets it
+    for the call."""
+    if environment() != DEFAULT_ENVIRONMENT:
+        return _run_blocks_in_default(array, plan, key, offset, write_elements, out)
+    return _run_blocks(array, plan, key, offset, write_elements, out, True)
+
+
+@in_default_environment
+def _run_blocks_in_default(array, plan: ScaledPlan, key, offset, write_elements, out):
+    return _run_blocks(array, plan, key, offset, write_elements, out, False)
+
+
+def _run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out, in_default):
+    """`run_blocks`; `in_default`: the caller found the default environment."""
     fmt = plan.fmt
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
     outer, length, inner, block_size, axis = block_layout_of(array.shape, fmt)
@@ -288,8 +303,8 @@ def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
                                              write_elements)
     elif fast is not None:
         fast(array.reshape(layout).view(np.int32), result.reshape(layout).view(np.int32), scales.reshape(scales_layout),
-             plan.fast_params, plan.element_params, block_params, float_params, _adding(plan), key, offset,
-             plan.rand_bits)
+             plan.fast_params, plan.element_params, block_params, float_params, _adding(plan, in_default), key,
+             offset, plan.rand_bits)
     elif work_dtype == _FLOAT64:
         _float64_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales, plan,
                         block_params, float_params, key, offset, write_elements)
@@ -354,10 +369,11 @@ def _float64_blocks(array, result, scales, plan: ScaledPlan, block_params, float
                              write_elements)
 
 
-def _adding(plan: ScaledPlan) -> int:
+def _adding(plan: ScaledPlan, in_default: bool) -> int:
     """1 where the fast kernel rounds by adding a power of two: the plan allows it
-    and the calling thread rounds to nearest and keeps subnormals (else 0)."""
-    return int(plan.by_adding and environment() & ADDING_ENVIRONMENT == ADDING_ENVIRONMENT)
+    and the calling thread rounds to nearest and keeps subnormals (`in_default`:
+    known to) (else 0)."""
+    return int(plan.by_adding and (in_default or environment() & ADDING_ENVIRONMENT == ADDING_ENVIRONMENT))
 
 
 def _zero_block_scale(block_params, float_params) -> float:
@@ -368,7 +384,6 @@ def _zero_block_scale(block_params, float_params) -> float:
     return float_params[block_layout.F_SCALE_MIN] * float_params[block_layout.F_TENSOR_SCALE]
 
 
-@in_default_environment
 def round_scaled(array, plan: ScaledPlan, rng, offset, out):
     """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
     key = random_key(rng) if plan.mode.is_stochastic else 0

@@ -132,16 +132,19 @@ def test_elements_the_fast_kernel_does_not_take(element):
 def test_nearest_by_adding_gives_way_to_another_rounding_direction(direction):
     """MX nearest onto float elements rounds by adding a power of two, which
     needs the thread to round to nearest: under another fesetround direction the
-    kernel rounds by bits, and the results (ties among them) stay the same."""
+    kernel rounds by bits (where rpfloat cannot set the default environment for
+    the call), and the results (ties among them) stay the same."""
     x = _data(8, 256, 11)
     x[:, :64] = np.float32(1.0) + np.arange(64, dtype=np.float32) / np.float32(32)  # ties of e4m3 and e2m1
     for name in ("mxfp8_e4m3", "mxfp6_e3m2", "mxfp4_e2m1"):
         plan = scaling.scaled_plan(rp.format(name), rp.Mode.NEAREST, None, None, np.float32)
-        assert plan.by_adding and scaling._adding(plan) == 1
+        assert plan.by_adding and scaling._adding(plan, False) == 1 and scaling._adding(plan, True) == 1
         want = rp.round(x, name)
         with rounding_direction(direction):
-            assert scaling._adding(plan) == 0
+            assert scaling._adding(plan, False) == 0
             got = rp.round(x, name)
+            bits = scaling._run_blocks(x, plan, 0, 0, False, None, False)[0]  # without the default environment
+        np.testing.assert_array_equal(bits.view(np.uint32), want.view(np.uint32))
         np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
         reference = rp.round(x.astype(np.float64), name).astype(np.float32)  # the general kernel
         np.testing.assert_array_equal(want.view(np.uint32), reference.view(np.uint32))
