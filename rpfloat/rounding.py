@@ -149,13 +149,17 @@ def _offset(offset, array) -> int:
 def input_array(x) -> np.ndarray:
     """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise.
     Subclasses become plain ndarrays (np.matrix keeps two dimensions under
-    reshape(-1), which the kernels' flat views need); masked arrays are refused."""
+    reshape(-1), which the kernels' flat views need); masked arrays are refused.
+    ml_dtypes arrays (bfloat16, float8_*, int4, ...) become float32 copies: float32
+    holds every one of their values."""
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError("x is a masked array, whose masked entries rpfloat would round as numbers: round "
                         "x.filled(...) or x.data, and mask the result with np.ma.masked_array(..., mask=x.mask)")
     array = x if type(x) is np.ndarray else np.asarray(x)
     if array.dtype == object and not isinstance(x, np.ndarray) and _all_ints(array):
         array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
+    elif array.dtype.kind == "V" and getattr(array.dtype.type, "__module__", None) == "ml_dtypes":
+        array = array.astype(np.float32)
     if array.dtype.kind not in "biufc":
         raise TypeError(
             f"x must hold real or complex numbers, got an array of dtype {array.dtype}; "

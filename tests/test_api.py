@@ -378,6 +378,19 @@ def test_encode_of_a_scalar_is_a_scalar_and_refuses_round_only_keywords():
             rp.encode([1.0, 2.0], "e4m3", **keyword)
 
 
+def test_ml_dtypes_arrays_are_taken_as_float32():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    values = np.array([0.1, -1.7, 300.0, 1e-5, np.inf, np.nan], np.float32)
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "int4"):
+        narrow = values[np.isfinite(values) | (name in ("bfloat16", "float8_e5m2"))].astype(getattr(ml_dtypes, name))
+        wide = narrow.astype(np.float32)
+        for fmt, mode in (("e4m3", "nearest"), ("mxfp4", "stochastic"), ("q4.4", "up")):
+            got = rp.round(narrow, fmt, mode, rng=1)
+            assert got.dtype == np.result_type(np.float32, rp.format(fmt).carrier)
+            np.testing.assert_array_equal(got, rp.round(wide, fmt, mode, rng=1))
+        np.testing.assert_array_equal(rp.encode(narrow, "e4m3"), rp.encode(wide, "e4m3"))
+
+
 def test_masked_arrays_are_refused():
     with pytest.raises(TypeError, match="x is a masked array"):
         rp.round(np.ma.masked_array([1.0, 2.0], mask=[False, True]), "e4m3")
