@@ -23,9 +23,7 @@ from ._kernels.cpu.blocks import (
 )
 from ._kernels.cpu import float64_blocks
 from ._kernels.cpu.backend import round_carrier
-from ._kernels.cpu.environment import (
-    DEFAULT as DEFAULT_ENVIRONMENT, KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment, in_default_environment,
-)
+from ._kernels.cpu.environment import DEFAULT as DEFAULT_ENVIRONMENT, environment, in_default_environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
 from ._plan import check_rand_bits, plan_for, random_key
@@ -41,7 +39,6 @@ _LARGEST_FLOAT32 = float(np.finfo(np.float32).max)
 _FLOAT64_MAX = Fraction(np.finfo(np.float64).max.item())
 
 
-ADDING_ENVIRONMENT = KEEPS_SUBNORMALS | ROUNDS_TO_NEAREST
 _LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
 _LARGEST_FAST_SCALE_EXPONENT = 255
 # float64 data rounded at a time by `_float64_blocks`: the data, their quotients and
@@ -373,7 +370,7 @@ def _adding(plan: ScaledPlan, in_default: bool) -> int:
     """1 where the fast kernel rounds by adding a power of two: the plan allows it
     and the calling thread rounds to nearest and keeps subnormals (`in_default`:
     known to) (else 0)."""
-    return int(plan.by_adding and (in_default or environment() & ADDING_ENVIRONMENT == ADDING_ENVIRONMENT))
+    return int(plan.by_adding and (in_default or environment() == DEFAULT_ENVIRONMENT))
 
 
 def _zero_block_scale(block_params, float_params) -> float:

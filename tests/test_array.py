@@ -601,6 +601,11 @@ def test_wrap_keeps_the_exact_results_low_bits(mode):
     wrapped = [(k + 2**31) % 2**32 - 2**31 for k in exact]
     assert np.asarray(a * b).tolist() == wrapped
     assert float(rp.dot(np.asarray(a)[:1], np.asarray(b)[:1], fmt, mode=mode)) == wrapped[0]
+    # 2**62 - 5 rounds to the float64 2**62, a whole number of moduli, with the residual
+    # -5 of the other sign: the exact sum wraps to -5, in every mode
+    assert np.asarray(rp.asarray([-5.0], fmt, mode) + 2.0**62).tolist() == [-5.0]
+    assert float(rp.sum([-5.0, 2.0**62], fmt, mode=mode)) == -5.0
+    assert np.asarray(rp.asarray([5.0], fmt, mode) - 2.0**62).tolist() == [5.0]
 
 
 def _fixed_wrap_oracle(z: Fraction, fmt, mode: str) -> float:

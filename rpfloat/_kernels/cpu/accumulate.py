@@ -311,7 +311,8 @@ def _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits)
     Whole moduli leave z first: fmod is exact and keeps the sign, and where it
     leaves 0 with a residual of the other sign, z lies just inside a modulus,
     which stays. That changes z by an even number of steps and keeps its sign, so
-    no mode decides otherwise. ``value / step`` is then exact, ``low`` its floor
+    no mode decides otherwise; TwoSum makes the rest a float64 and a residual
+    within half its ulp again. ``value / step`` is then exact, ``low`` its floor
     and z lies strictly between ``low`` and ``low + 1`` steps: the residual, at
     most half a float64 ulp of the value, cannot reach a grid point or a midpoint
     that the value is not on (a midpoint is a multiple of that ulp too)."""
@@ -321,11 +322,11 @@ def _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits)
     if abs(value) >= modulus:
         remainder = np.fmod(value, modulus)
         if remainder == 0.0 and (residual < 0.0) != (value < 0.0):
-            value = math.copysign(modulus, value)
-        else:
-            value, residual = two_sum(remainder, residual)
-            if residual == 0.0:  # z itself, now a float64
-                return bits_to_float64(round_value(float64_to_bits(value), params, mode, random, rand_bits))
+            remainder = math.copysign(modulus, value)
+        # (a pair again: the residual, up to half an ulp of the large value, may span steps)
+        value, residual = two_sum(remainder, residual)
+        if residual == 0.0:  # z itself, now a float64
+            return bits_to_float64(round_value(float64_to_bits(value), params, mode, random, rand_bits))
     scaled = value / step
     low = math.floor(scaled)
     fraction = scaled - low

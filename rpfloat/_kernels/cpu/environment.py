@@ -5,7 +5,9 @@ the bit-level kernels' results bit for bit, but only in the default
 environment: subnormal numbers kept (no flush-to-zero or denormals-are-zero,
 which some libraries turn on for the whole process) and, for rounding by
 adding, rounding to nearest (``fesetround``). The table (``table``) asks
-`environment` on every call, in the thread that runs the kernel.
+`environment` on every call, in the thread that runs the kernel. Code with no
+integer-only fallback (the scaled formats) runs in the default environment
+instead (`in_default_environment`).
 """
 import ctypes
 import ctypes.util
