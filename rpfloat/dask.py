@@ -129,9 +129,7 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     (dtype('uint8'), array([ 56, 192,  48], dtype=uint8))
     """
     x = _dask_array(x, "x")
-    unknown = set(round_kwargs) - {"overflow", "rng", "rand_bits"}
-    if unknown:
-        raise TypeError(f"encode got unexpected keyword arguments {sorted(unknown)}")
+    _rounding.check_encode_keywords(round_kwargs)
     overflow, rng, rand_bits = (round_kwargs.get(name) for name in ("overflow", "rng", "rand_bits"))
     plan = _plan(x, fmt, mode, overflow, rand_bits)
     fmt = to_format(fmt)

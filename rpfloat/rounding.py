@@ -229,10 +229,7 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     """
     if _is_dask(x):
         return _dask_adapter().encode(x, fmt, mode, **round_kwargs)
-    unknown = set(round_kwargs) - {"overflow", "rng", "rand_bits"}
-    if unknown:  # (out= and stats= are rp.round's: codes are neither values nor statistics)
-        raise TypeError(f"encode got unexpected keyword arguments {sorted(unknown)}; it takes overflow, rng "
-                        "and rand_bits")
+    check_encode_keywords(round_kwargs)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return encode_scaled(input_array(x), fmt, mode, **round_kwargs)
@@ -245,6 +242,16 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
         values = rounded.astype(np.float64, copy=False)
     codes = _codes.encode_values(values, fmt)
     return codes[()] if codes.ndim == 0 else codes  # a scalar's code: a NumPy scalar, as rp.round gives
+
+
+def check_encode_keywords(round_kwargs) -> None:
+    """TypeError for a keyword of :func:`encode` other than overflow, rng and
+    rand_bits (out= and stats= are rp.round's: codes are neither values nor
+    statistics)."""
+    unknown = set(round_kwargs) - {"overflow", "rng", "rand_bits"}
+    if unknown:
+        raise TypeError(f"encode got unexpected keyword arguments {sorted(unknown)}; it takes overflow, rng "
+                        "and rand_bits")
 
 
 def decode(codes, fmt):

@@ -297,12 +297,12 @@ def round_exact(value, residual, params, midpoints, mode, random, rand_bits):
     the next value of the unbounded-exponent grid, or -1.0 where a float64 cannot
     hold them (then no float64 is one)."""
     if params[P_OVERFLOW] == OVERFLOW_WRAP and residual != 0.0 and math.isfinite(value + residual):
-        return _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits)
+        return _round_wrapping(value, residual, params, mode, random, rand_bits)
     return _round_pair(value, residual, params, midpoints, mode, random, rand_bits)
 
 
 @njit(**NUMBA_OPTIONS)
-def _round_wrapping(value, residual, params, midpoints, mode, random, rand_bits):
+def _round_wrapping(value, residual, params, mode, random, rand_bits):
     """`round_exact` for fixed-point wrap (`residual` nonzero): the exact ``z =
     value + residual`` rounded onto the grid of steps, the integer of steps then
     wrapped modulo 2**w by the last rounding. The grid's neighbours of z are
