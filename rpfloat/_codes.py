@@ -7,13 +7,36 @@ the two's complement word of ``k`` where value = ``k * 2**-frac_bits``.
 from __future__ import annotations
 
 import functools
+import numbers
 
 import numpy as np
 
 from ._kernels.cpu import codes as code_kernels
 from .fixedformat import FixedFormat
 
-__all__ = ["code_dtype", "encode_values", "decode_values"]
+__all__ = ["code_dtype", "code_array", "encode_values", "decode_values"]
+
+
+def code_array(codes, name="codes", kinds="iu") -> np.ndarray:
+    """`codes` as an ndarray of integers (a dtype kind in `kinds`), or TypeError
+    naming `name`. A list of Python ints that NumPy would hold as float64 or
+    objects (codes of 2**63 and up beside smaller ones) is taken as uint64 (or
+    int64 with negatives), exactly; an empty list as int64."""
+    array = np.asarray(codes)
+    if not isinstance(codes, np.ndarray) and array.dtype.kind in "fO":
+        if array.size == 0:
+            array = array.astype(np.int64)
+        elif all(isinstance(item, numbers.Integral) and not isinstance(item, (bool, np.bool_))
+                 for item in np.array(codes, dtype=object).flat):
+            values = [int(item) for item in np.array(codes, dtype=object).flat]
+            if min(values) >= 0 and max(values) < 1 << 64:
+                array = np.array(values, np.uint64).reshape(array.shape)
+            elif min(values) >= -(1 << 63) and max(values) < 1 << 63:
+                array = np.array(values, np.int64).reshape(array.shape)
+    if array.dtype.kind not in kinds:
+        kind = "unsigned integers" if kinds == "u" else "integers"
+        raise TypeError(f"{name} must be {kind}, got dtype {array.dtype}")
+    return array
 
 
 def code_dtype(bits: int) -> np.dtype:

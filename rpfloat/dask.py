@@ -467,6 +467,7 @@ def _decode_scaled(codes, fmt: ScaledFormat):
                         "rpfloat.dask.encode returns them")
     elements, scales = (_da.asarray(part) for part in codes[:2])
     tensor_scale = codes[2] if len(codes) == 3 else None
+    _scaling.check_tensor_scale_given(fmt, tensor_scale)
     for name, array in (("element codes", elements), ("scale codes", scales)):
         if array.dtype.kind not in "iu":
             raise TypeError(f"{name} must be integers, got dtype {array.dtype}")

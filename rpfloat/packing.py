@@ -23,10 +23,10 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._codes import code_dtype
+from ._codes import code_array, code_dtype
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
-from .scaling import ScaledCodes
+from .scaling import ScaledCodes, checked_scaled_codes
 
 __all__ = ["pack", "unpack", "PackedScaled"]
 
@@ -82,9 +82,12 @@ def pack(codes, bits):
     ------
     TypeError
         If `codes` are not integers, `bits` is neither an int nor a format, or
-        a ScaledFormat goes with plain codes (or ScaledCodes with another format).
+        a ScaledFormat goes with plain codes (or plain bits with ScaledCodes).
     ValueError
-        If a code is negative or not below ``2**bits``, or `bits` is outside 1..64.
+        If a code is negative or not below ``2**bits``, or `bits` is outside
+        1..64; for a ScaledFormat, if the scale codes' shape does not fit its
+        blocks over the element codes, or the codes hold a tensor scale and the
+        format has none, or the other way round.
 
     Examples
     --------
@@ -101,7 +104,7 @@ def pack(codes, bits):
     """
     fmt, bits = _bits_of(bits)
     if isinstance(fmt, ScaledFormat):
-        elements, scales, tensor_scale = _scaled_codes(codes)
+        elements, scales, tensor_scale = checked_scaled_codes(codes, fmt)
         return PackedScaled(pack(elements, fmt.bits), pack(scales, fmt.scale_bits), tensor_scale,
                             elements.shape, scales.shape)
     if isinstance(codes, ScaledCodes):
@@ -197,21 +200,9 @@ def _bits_of(bits):
     return fmt, fmt.bits
 
 
-def _scaled_codes(codes):
-    """`codes` of a scaled format as (element codes, scale codes, tensor scale)."""
-    if not isinstance(codes, tuple) or len(codes) not in (2, 3):
-        raise TypeError("codes must be the ScaledCodes of rp.encode(x, fmt) (element codes, scale codes[, "
-                        f"tensor scale]) when bits is a ScaledFormat, got {type(codes).__name__}")
-    elements, scales = np.asarray(codes[0]), np.asarray(codes[1])
-    tensor_scale = codes[2] if len(codes) == 3 else None
-    return elements, scales, tensor_scale
-
-
 def _checked_codes(codes, bits) -> np.ndarray:
     """`codes` as an integer ndarray whose values lie in [0, 2**bits)."""
-    array = np.asarray(codes)
-    if array.dtype.kind not in "iu":
-        raise TypeError(f"codes must be unsigned integers, got dtype {array.dtype}")
+    array = code_array(codes)
     if array.size:
         low, high = int(array.min()), int(array.max())
         if low < 0 or high >= 1 << bits:

@@ -11,7 +11,7 @@ from ._kernels.cpu import backend
 from ._plan import plan_for, random_key, result_dtype
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
-from .scaling import ScaledPlan, decode_scaled, encode_scaled, round_scaled
+from .scaling import ScaledCodes, ScaledPlan, decode_scaled, encode_scaled, round_scaled
 
 __all__ = ["round", "round_chunk", "encode", "decode", "result_dtype"]
 
@@ -271,10 +271,11 @@ def decode(codes, fmt):
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return decode_scaled(codes, fmt)
+    if isinstance(codes, ScaledCodes):
+        raise TypeError("codes is a ScaledCodes: decode it with its ScaledFormat, or decode codes.elements "
+                        "with the element format")
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
-    codes = np.asarray(codes)
-    if codes.dtype.kind not in "iu":
-        raise TypeError(f"codes must be integers, got dtype {codes.dtype}")
+    codes = _codes.code_array(codes)
     result = _codes.decode_values(codes, fmt).astype(fmt.carrier)
     return result[()] if result.ndim == 0 else result

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from fractions import Fraction
 from typing import NamedTuple
 
@@ -30,7 +31,8 @@ from ._plan import check_rand_bits, plan_for, random_key
 from .modes import Mode, parse_mode
 from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
 
-__all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_scaled", "decode_scaled"]
+__all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_scaled", "decode_scaled",
+           "checked_scaled_codes", "check_tensor_scale_given"]
 
 _FLOAT64 = np.dtype(np.float64)
 _E8M0_NAN = 0xFF
@@ -44,6 +46,9 @@ _LARGEST_FAST_SCALE_EXPONENT = 255
 # float64 data rounded at a time by `_float64_blocks`: the data, their quotients and
 # the results of a segment (256 KiB each) stay in the core's L2 cache between its steps
 SEGMENT = 1 << 15
+# float32 data that no float32 kernel serves go through `_float64_blocks` in bands
+# of about this many values (`_float32_through_float64`), where their blocks fit
+BAND = 1 << 18
 
 
 class ScaledPlan(NamedTuple):
@@ -305,6 +310,9 @@ def _run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out, in_de
     elif work_dtype == _FLOAT64:
         _float64_blocks(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales, plan,
                         block_params, float_params, key, offset, write_elements)
+    elif block_size * inner <= BAND:
+        _float32_through_float64(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
+                                 plan, block_params, float_params, key, offset)
     else:
         general_kernel(work_dtype)(array.reshape(outer, length, inner), result.reshape(outer, length, inner), scales,
                                    plan.element_params, plan.scale_params, block_params, float_params,
@@ -364,6 +372,36 @@ def _float64_blocks(array, result, scales, plan: ScaledPlan, block_params, float
                     fix_tiny(sources, targets, segment_scales, first, stop, block_size, block_params,
                              plan.element_params, mode, key, offset + first_outer * length * inner, plan.rand_bits,
                              write_elements)
+
+
+def _float32_through_float64(array, result, scales, plan: ScaledPlan, block_params, float_params, key, offset):
+    """`run_blocks` for float32 data ``(outer, length, inner)`` that no float32
+    kernel serves (the modes, or the layout): `_float64_blocks` on float64
+    copies of bands of about BAND values, whole outer indices where they fit,
+    else whole blocks of one. The same bits as float64 data (a float32 is
+    exactly a float64, and each quotient ``v / X`` is a float64 either way),
+    cast back exactly: the results are float32 numbers (docs/scaled.md)."""
+    outer, length, inner = array.shape
+    block_size = block_params[block_layout.B_BLOCK_SIZE]
+    if array.size == 0:
+        return
+    if length * inner <= BAND:
+        outer_step = max(1, BAND // max(length * inner, 1))
+        bands = [(first, min(outer, first + outer_step), 0, length) for first in range(0, outer, outer_step)]
+    else:
+        rows = max(1, BAND // (block_size * inner)) * block_size
+        bands = [(index, index + 1, first, min(length, first + rows)) for index in range(outer)
+                 for first in range(0, length, rows)]
+    for first_outer, stop_outer, first, stop in bands:
+        band = array[first_outer:stop_outer, first:stop].astype(np.float64)
+        band_result = np.empty_like(band)
+        first_block, stop_block = first // block_size, -(-stop // block_size)
+        band_scales = np.empty((stop_outer - first_outer, stop_block - first_block, inner))
+        _float64_blocks(band, band_result, band_scales, plan, block_params, float_params, key,
+                        offset + (first_outer * length + first) * inner, False)
+        with np.errstate(over="ignore"):  # (past float32's range: inf, as the float32 kernels give)
+            result[first_outer:stop_outer, first:stop] = band_result
+        scales[first_outer:stop_outer, first_block:stop_block] = band_scales
 
 
 def _adding(plan: ScaledPlan, in_default: bool) -> int:
@@ -452,17 +490,13 @@ def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarr
 def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
     """``rp.decode`` for a scaled format: `codes` is a :class:`ScaledCodes` (or the
     pair or triple it holds)."""
-    if not isinstance(codes, tuple) or len(codes) not in (2, 3):
-        raise TypeError("codes of a scaled format are (element codes, scale codes[, tensor scale]), as "
-                        "rp.encode returns them")
-    element_codes, scale_codes = np.asarray(codes[0]), np.asarray(codes[1])
-    tensor_scale = codes[2] if len(codes) == 3 else None
-    for name, array in (("element codes", element_codes), ("scale codes", scale_codes)):
-        if array.dtype.kind not in "iu":
-            raise TypeError(f"{name} must be integers, got dtype {array.dtype}")
+    element_codes, scale_codes, tensor_scale = checked_scaled_codes(codes, fmt)
     elements = _codes.decode_values(element_codes, fmt.element)
     if fmt.scale_range is None:
         scales = _codes.decode_values(scale_codes, fmt.scale_format)
+        if np.any(np.signbit(scales) & ~np.isnan(scales)):
+            raise ValueError(f"scale codes of {fmt!r} must not have the sign bit set: scales are positive "
+                             "(rp.encode never gives a negative one)")
         if tensor_scale is not None:
             scales = scales * np.float64(tensor_scale)
     else:
@@ -474,6 +508,43 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
         scales = np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
     values = _scaled_values(elements, scales, fmt)
     return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32
+
+
+def check_tensor_scale_given(fmt: ScaledFormat, tensor_scale) -> None:
+    """ValueError unless codes hold a `tensor_scale` (not None) exactly where `fmt` has one."""
+    if fmt.tensor_scale and tensor_scale is None:
+        raise ValueError(f"{fmt!r} has a tensor scale: codes must hold it (the ScaledCodes' tensor_scale), "
+                         "without which the values are not known")
+    if not fmt.tensor_scale and tensor_scale is not None:
+        raise ValueError(f"{fmt!r} has no tensor scale, but codes hold one ({tensor_scale!r}): they are the "
+                         "codes of another format")
+
+
+def checked_scaled_codes(codes, fmt: ScaledFormat):
+    """``(element codes, scale codes, tensor scale)`` of the `codes` of `fmt`
+    (a ScaledCodes, or the pair or triple it holds), checked: integer codes,
+    scale codes of the shape the element codes' blocks take, and a tensor
+    scale (a positive finite number) exactly where `fmt` has one."""
+    if not isinstance(codes, tuple) or len(codes) not in (2, 3):
+        raise TypeError("codes of a scaled format are (element codes, scale codes[, tensor scale]), as "
+                        f"rp.encode(x, fmt) returns them, got {type(codes).__name__}")
+    element_codes = _codes.code_array(codes[0], "element codes")
+    scale_codes = _codes.code_array(codes[1], "scale codes")
+    tensor_scale = codes[2] if len(codes) == 3 else None
+    check_tensor_scale_given(fmt, tensor_scale)
+    if tensor_scale is not None and not (isinstance(tensor_scale, (numbers.Real, np.floating, np.integer))
+                                         and 0 < float(tensor_scale) < math.inf):
+        raise ValueError(f"the tensor scale must be a positive finite number, got {tensor_scale!r}")
+    outer, length, inner, block_size, axis = block_layout_of(element_codes.shape, fmt)
+    if axis is None:
+        expected = ()
+    else:
+        blocks = -(-length // block_size) if length else 0
+        expected = element_codes.shape[:axis] + (blocks,) + element_codes.shape[axis + 1:]
+    if scale_codes.shape != expected:
+        raise ValueError(f"scale codes must have shape {expected} for element codes of shape "
+                         f"{element_codes.shape} in {fmt!r}, got {scale_codes.shape}")
+    return element_codes, scale_codes, tensor_scale
 
 
 def _scaled_values(elements, scales, fmt: ScaledFormat):

@@ -492,6 +492,19 @@ def test_decode_rejects_codes_out_of_range_and_non_integers():
         rp.decode([256], "e4m3")
     with pytest.raises(TypeError, match="codes must be integers"):
         rp.decode([1.0], "e4m3")
+    with pytest.raises(TypeError, match="decode it with its ScaledFormat"):
+        rp.decode(rp.encode(np.ones(32, np.float32), "mxfp4"), "e2m1")
+
+
+def test_decode_takes_lists_of_python_ints_exactly():
+    """float64 codes with the sign bit set beside others (NumPy would hold the
+    list as float64, losing bits) and an empty list."""
+    ones = rp.decode([0x3FF0000000000000, 0xBFF0000000000000], "float64")
+    assert ones.tolist() == [1.0, -1.0]
+    assert rp.decode([[0x3FF0000000000001], [0xBFF0000000000001]], "float64").ravel().tolist() == [
+        1.0 + 2.0**-52, -1.0 - 2.0**-52]
+    empty = rp.decode([], "e4m3")
+    assert empty.shape == (0,) and empty.dtype == np.float16
 
 
 @pytest.mark.parametrize("name", ["bfloat16", "float16", "float32", "tf32", "q8.8", "uq4.12", "e3m2"])

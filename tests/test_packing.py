@@ -168,6 +168,31 @@ def test_pack_rejects_scaled_codes_without_their_format():
         rp.pack(codes, 4)
 
 
+def test_pack_rejects_scaled_codes_that_do_not_fit_the_format():
+    """Scale codes of another block size, and a tensor scale missing or where
+    the format has none: the packed codes would decode to other values."""
+    x = np.linspace(-1000, 1000, 64, dtype=np.float32)
+    with pytest.raises(ValueError, match=r"scale codes must have shape \(4,\)"):
+        rp.pack(rp.encode(x, "mxfp4"), "nvfp4")                   # 2 scales of 32, for blocks of 16
+    two_level = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)
+    codes = rp.encode(x, two_level)
+    with pytest.raises(ValueError, match="has a tensor scale"):
+        rp.pack((codes.elements, codes.scales), two_level)
+    with pytest.raises(ValueError, match="has no tensor scale"):
+        rp.pack(codes, "nvfp4")
+    packed = rp.pack(codes, two_level)
+    assert packed.tensor_scale == codes.tensor_scale
+
+
+def test_lists_of_python_ints_pack_exactly():
+    """Codes of 2**63 and up beside smaller ones, which NumPy would hold as
+    float64, and an empty list."""
+    assert rp.pack([1, 2**64 - 1], 64).view("<u8").tolist() == [1, 2**64 - 1]
+    assert rp.pack([], 4).size == 0
+    with pytest.raises(TypeError, match="codes must be integers"):
+        rp.pack([1, 2.5], 4)
+
+
 @pytest.mark.parametrize("packed, bits, count, error, words", [
     (np.zeros(1, np.uint8), 4, 3, ValueError, "packed"),
     (np.zeros(2, np.uint16), 4, 3, TypeError, "packed"),

@@ -13,15 +13,17 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import rpfloat as rp
 from rpfloat.rounding import round_chunk
 from rpfloat import scaling
+from rpfloat._kernels.core.scale import significand_scale
 from rpfloat._kernels.cpu import environment
 from rpfloat._plan import random_key
 from rpfloat.scaling import ScaledCodes
+from strategies import float_formats
 from reference import DETERMINISTIC_MODES, STOCHASTIC_MODES, encode_reference, floor_log2
 from fpenv import (
     DENORMALS_ARE_ZERO, FE_DOWNWARD, FE_TOWARDZERO, FE_UPWARD, FLUSH_TO_ZERO, X86_64_GLIBC, mxcsr_with,
@@ -540,6 +542,30 @@ def test_decode_scales_whole_and_ragged_blocks(shape, fmt):
             rp.decode((codes.elements, codes.scales[..., :1]), fmt)
 
 
+def test_decode_checks_the_tensor_scale_and_the_scales_sign():
+    """A two-level format's codes without their tensor scale, a tensor scale
+    given to a format without one (E8M0 or E4M3 scales alike), a scale code
+    with the sign bit set, and a tensor scale that is not a positive number
+    are refused: each would decode to other values without a word."""
+    x = np.array([1.0, -2.0, 3.0, 0.5] * 8, np.float32)
+    two_level = rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)
+    codes = rp.encode(x, two_level)
+    assert_same(rp.decode(codes, two_level), rp.round(x, two_level), "two-level")
+    for missing in ((codes.elements, codes.scales), (codes.elements, codes.scales, None)):
+        with pytest.raises(ValueError, match="has a tensor scale"):
+            rp.decode(missing, two_level)
+    for bad in (0.0, -1.0, np.inf, np.nan, "2"):
+        with pytest.raises(ValueError, match="tensor scale must be a positive finite number"):
+            rp.decode((codes.elements, codes.scales, bad), two_level)
+    for name in ("nvfp4", "mxfp4"):
+        plain = rp.encode(x, name)
+        with pytest.raises(ValueError, match="has no tensor scale"):
+            rp.decode((plain.elements, plain.scales, 2.0), name)
+    nvfp4 = rp.encode(x, "nvfp4")
+    with pytest.raises(ValueError, match="sign bit"):
+        rp.decode((nvfp4.elements, nvfp4.scales | 0x80), "nvfp4")
+
+
 @pytest.mark.parametrize("fmt", [
     rp.format("mxfp8_e4m3"), rp.format("mxfp8_e5m2"), rp.format("mxfp6_e3m2"), rp.format("mxfp4_e2m1"),
     rp.format("mxint8"), rp.ScaledFormat("e4m3", block_size=32, scale_rounding="ceil"),
@@ -927,3 +953,29 @@ def test_an_empty_array_with_one_scale(fmt, dtype):
     assert codes.elements.shape == (0,) and codes.scales.shape == ()
     assert codes.scales == rp.encode(np.zeros(1, dtype), fmt).scales
     assert rp.decode(codes, fmt).shape == (0,)
+
+
+@given(scale_format=float_formats(max_exp_bits=11, max_man_bits=12), data=st.data())
+def test_significand_scales_are_the_scale_formats_own_rounding(scale_format, data):
+    """A significand scale is ``m / element_max`` rounded to nearest even by the
+    scale format's own rounding (saturating), clamped to [its smallest value,
+    its max]: the kernels' float64 shortcut for normal quotients against
+    ``rp.round`` onto the scale format, on quotients at and beside its grid's
+    points and midpoints, tiny, huge and beyond its range."""
+    assume(scale_format.max > 0 and scale_format.smallest_subnormal >= 2.0**-1074)
+    fmt = rp.ScaledFormat("e2m1", block_size=16, scale_format=scale_format)
+    plan = scaling.scaled_plan(fmt, "nearest", None, None, np.float64)
+    low, high = scale_format.smallest_subnormal, scale_format.max
+    float_params = (1.0, 1.0, low, high)  # element max and tensor scale 1: the quotient is m itself
+    point = float(rp.round(data.draw(st.floats(low, high)), scale_format, "nearest", overflow="saturate"))
+    spacing = math.ldexp(1.0, math.frexp(point)[1] - 1 - scale_format.man_bits) if point else low
+    quotients = [point, point + spacing / 2, point - spacing / 2, np.nextafter(point + spacing / 2, 0.0),
+                 np.nextafter(point + spacing / 2, np.inf), low / 3, high * 1.5, np.finfo(np.float64).max,
+                 data.draw(st.floats(0.0, high * 4))]
+    for quotient in quotients:
+        if not 0.0 <= quotient < np.inf:
+            continue
+        expected = float(rp.round(np.float64(quotient), scale_format, "nearest", overflow="saturate"))
+        expected = min(max(expected, low), high)
+        got = significand_scale(float(quotient), float_params, plan.scale_params)
+        assert got == expected, (scale_format, quotient)

@@ -30,12 +30,14 @@ from numba import njit
 
 from .bits import NUMBA_OPTIONS, bits_to_float64, count_leading_zeros, float64_to_bits
 from .element import round_bits
-from .layout import NEAREST
+from .layout import NEAREST, P_DEEP, P_MAN_BITS, P_MIN_NORMAL_BITS
 
 # scale kinds and the power-of-two roundings (the order of rpfloat.scaledformat.SCALE_ROUNDINGS)
 POWER_OF_TWO, SIGNIFICAND = range(2)
 FLOOR, CEIL, EVEN, RCEIL = range(4)
 FRACTION_64 = np.int64(0x000FFFFFFFFFFFFF)
+TWO_52 = 2.0**52
+MIN_EXPONENT_64 = -1022  # float64's least normal exponent
 HIDDEN_BIT_64 = np.int64(1) << 52
 
 # Layout of the block parameters (rpfloat.scaling builds them), all int64:
@@ -106,11 +108,36 @@ def round_element(quotient, value, element_params, mode, random, rand_bits, gene
     return bits_to_float64(round_bits(float64_to_bits(quotient), element_params, mode, random, rand_bits, general))
 
 
-@njit(**NUMBA_OPTIONS)
+@njit(inline="always", **NUMBA_OPTIONS)
 def significand_scale(largest, float_params, scale_params):
     """The scale (a value of the scale format) of a block whose largest finite
     magnitude is `largest`: ``largest / (element_max * g)`` rounded to nearest
-    even (saturating at the scale format's max) and at least its smallest value."""
+    even (saturating at the scale format's max) and at least its smallest value.
+
+    A quotient in the scale format's normal range, a normal float64 of at most
+    51 fraction bits' binade (every scale format of 1 to 51 fraction bits),
+    rounds in float64 arithmetic: over its step ``2**(e - man_bits)`` it lies in
+    ``[2**man_bits, 2**(man_bits + 1))``, where adding and taking away 2**52
+    rounds it to an integer, ties to even (the default floating-point
+    environment, which the scaled kernels run in). The rest (tiny blocks,
+    formats without fraction bits) take ``round_bits``."""
     quotient = largest / (float_params[F_ELEMENT_MAX] * float_params[F_TENSOR_SCALE])
-    rounded = bits_to_float64(round_bits(float64_to_bits(quotient), scale_params, NEAREST, np.uint64(0), 64, True))
-    return min(max(rounded, float_params[F_SCALE_MIN]), float_params[F_SCALE_MAX])
+    scale_max = float_params[F_SCALE_MAX]
+    if quotient >= scale_max:  # (inf among them) saturates
+        return scale_max
+    man_bits = scale_params[P_MAN_BITS]
+    bits = float64_to_bits(quotient)
+    exponent = ((bits >> 52) & 0x7FF) - 1023
+    if (1 <= man_bits <= 51 and bits >= scale_params[P_MIN_NORMAL_BITS]
+            and exponent - man_bits >= MIN_EXPONENT_64 and scale_params[P_DEEP] == 0):
+        step = _power_of_two(exponent - man_bits)
+        rounded = ((quotient * _power_of_two(man_bits - exponent) + TWO_52) - TWO_52) * step
+    else:
+        rounded = bits_to_float64(round_bits(bits, scale_params, NEAREST, np.uint64(0), 64, True))
+    return min(max(rounded, float_params[F_SCALE_MIN]), scale_max)
+
+
+@njit(**NUMBA_OPTIONS)
+def _power_of_two(exponent):
+    """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
+    return bits_to_float64(np.int64(exponent + 1023) << 52)
