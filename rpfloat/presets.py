@@ -132,7 +132,9 @@ _NAME_HINTS = {
     "mxfp6": "ambiguous: 'mxfp6_e2m3' or 'mxfp6_e3m2'?",
 }
 
-_FLOAT_PATTERN = re.compile(r"e([0-9]+)m([0-9]+)", re.ASCII)
+# (widths without leading zeros: "e4m03" would be the IEEE-style FloatFormat(4, 3), a trap
+# beside the OCP preset "e4m3")
+_FLOAT_PATTERN = re.compile(r"e(0|[1-9][0-9]*)m(0|[1-9][0-9]*)", re.ASCII)
 _FIXED_PATTERN = re.compile(r"(u?)q(-?[0-9]+)\.(-?[0-9]+)", re.ASCII)
 
 _ACCEPTED_KINDS = (

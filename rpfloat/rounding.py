@@ -146,35 +146,43 @@ def _offset(offset, array) -> int:
     return int(offset)
 
 
-def input_array(x) -> np.ndarray:
-    """`x` as an ndarray of a numeric dtype, without copying; TypeError otherwise.
-    Subclasses become plain ndarrays (np.matrix keeps two dimensions under
-    reshape(-1), which the kernels' flat views need); masked arrays are refused.
-    ml_dtypes arrays (bfloat16, float8_*, int4, ...) become float32 copies: float32
-    holds every one of their values."""
+def input_array(x, name="x") -> np.ndarray:
+    """`x` as an ndarray of a numeric dtype, without copying; TypeError (naming
+    `name`) otherwise. Subclasses become plain ndarrays (np.matrix keeps two
+    dimensions under reshape(-1), which the kernels' flat views need); masked
+    arrays are refused. ml_dtypes arrays (bfloat16, float8_*, int4, ...) become
+    float32 copies: float32 holds every one of their values. Python ints that
+    NumPy holds as objects (beyond int64, or beside floats) become float64."""
     if isinstance(x, np.ma.MaskedArray):
-        raise TypeError("x is a masked array, whose masked entries rpfloat would round as numbers: round "
-                        "x.filled(...) or x.data, and mask the result with np.ma.masked_array(..., mask=x.mask)")
+        raise TypeError(f"{name} is a masked array, whose masked entries rpfloat would round as numbers: use "
+                        f"{name}.filled(...) or {name}.data, and mask the result with "
+                        f"np.ma.masked_array(..., mask={name}.mask)")
     array = x if type(x) is np.ndarray else np.asarray(x)
-    if array.dtype == object and not isinstance(x, np.ndarray) and _all_ints(array):
-        array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
+    if array.dtype == object and not isinstance(x, np.ndarray) and _python_numbers(array):
+        try:
+            array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
+        except OverflowError:
+            raise ValueError(f"{name} holds an integer beyond float64's range (2**1024), which rpfloat does not "
+                             "compute in") from None
     elif array.dtype.kind == "V" and getattr(array.dtype.type, "__module__", None) == "ml_dtypes":
         array = array.astype(np.float32)
     if array.dtype.kind not in "biufc":
         raise TypeError(
-            f"x must hold real or complex numbers, got an array of dtype {array.dtype}; "
-            "convert it with np.asarray(x, dtype=float) first"
+            f"{name} must hold real or complex numbers, got an array of dtype {array.dtype}; "
+            f"convert it with np.asarray({name}, dtype=float) first"
         )
     if array.dtype.kind in "fc" and array.dtype.itemsize > (16 if array.dtype.kind == "c" else 8):
         raise TypeError(
-            f"x has dtype {array.dtype}, wider than float64, which rpfloat does not compute in; "
-            "convert it with x.astype(np.float64) (one rounding to nearest) first"
+            f"{name} has dtype {array.dtype}, wider than float64, which rpfloat does not compute in; "
+            f"convert it with {name}.astype(np.float64) (one rounding to nearest) first"
         )
     return array
 
 
-def _all_ints(array) -> bool:
-    return all(isinstance(item, numbers.Integral) and not isinstance(item, bool) for item in array.flat)
+def _python_numbers(array) -> bool:
+    """Whether every item of the object array is a Python int (not bool) or float."""
+    return all(isinstance(item, (numbers.Integral, float)) and not isinstance(item, (bool, np.bool_))
+               for item in array.flat)
 
 
 def _overlaps_elsewhere(array, result) -> bool:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import threading
 import time
+from fractions import Fraction
 
 import numba
 import numpy as np
@@ -394,6 +395,19 @@ def test_ml_dtypes_arrays_are_taken_as_float32():
 def test_masked_arrays_are_refused():
     with pytest.raises(TypeError, match="x is a masked array"):
         rp.round(np.ma.masked_array([1.0, 2.0], mask=[False, True]), "e4m3")
+
+
+def test_lists_of_python_ints_and_floats():
+    """Python ints beyond int64 beside floats (an object array to NumPy) are
+    taken as float64, like ints alone; an int beyond float64's range is a
+    ValueError naming x, and other objects stay a TypeError."""
+    assert rp.round([2**64, 2.5], "bfloat16").tolist() == [2.0**64, 2.5]
+    assert rp.round([2**64 + 2**40, 1], "bfloat16", "up").tolist() == rp.round(
+        np.array([2.0**64 + 2.0**40, 1.0]), "bfloat16", "up").tolist()
+    with pytest.raises(ValueError, match="x holds an integer beyond float64's range"):
+        rp.round(2**1100, "bfloat16")
+    with pytest.raises(TypeError, match="x must hold real or complex numbers"):
+        rp.round([Fraction(1, 3), 1.0], "bfloat16")
 
 
 # -- bad input ------------------------------------------------------------------

@@ -259,6 +259,9 @@ def test_types_without_a_preset_are_rejected(float_type, description):
         ("float4_e2m1", ""),  # ml_dtypes' convention: without fn, a format with inf
         ("f4", ""),
         ("e4m3 fn", ""),
+        ("e4m03", "did you mean 'e4m3'"),  # zero-padded widths: no IEEE-style alias beside the OCP preset
+        ("e04m3", "did you mean 'e4m3'"),
+        ("e05m10", ""),
     ],
 )
 def test_unknown_names(name, hint):
