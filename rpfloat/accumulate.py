@@ -54,6 +54,7 @@ from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
+from .rounding import input_array
 from .scaledformat import ScaledFormat
 from ._plan import overflow_policy, random_key, result_dtype
 
@@ -422,8 +423,16 @@ def block_size(block_k, order):
 
 def exact_operand(x, argument):
     """``(float64 values, dtype for the result)`` of an input; TypeError for
-    non-real input, ValueError for integers float64 does not hold exactly."""
-    array = np.asarray(x)
+    non-real input (and what ``rp.round`` refuses: masked arrays, long
+    doubles), ValueError for integers float64 does not hold exactly. ml_dtypes
+    arrays are float32 data, as for ``rp.round``."""
+    array = input_array(x, argument)
+    if array.dtype == _FLOAT64 and not isinstance(x, np.ndarray) and np.asarray(x).dtype == object:
+        # Python ints beyond int64 (objects to NumPy), which input_array rounded to float64
+        ints = [item for item in np.array(x, dtype=object).flat if isinstance(item, int)]
+        if any(int(float(item)) != item for item in ints):
+            raise ValueError(f"{argument} holds integers that float64 cannot hold exactly (beyond 2**53); "
+                             "the computation takes its inputs exactly: pass them as floats to round them first")
     if array.dtype.kind not in "biuf":
         raise TypeError(
             f"{argument} must hold real numbers, got dtype {array.dtype}"

@@ -272,6 +272,32 @@ def test_integers_beyond_float64_are_refused_not_rounded():
     # large integers that float64 holds exactly are taken as they are
     assert rp_sum(np.array([2**60, -(2**60), 3], np.int64), "float64") == 3.0
     assert dot(np.array([2**62], np.uint64), np.array([1.0]), "float64") == 2.0**62
+    # Python ints beyond int64 (objects to NumPy) alike
+    assert rp_sum([2**64, -(2**64), 3], "float64") == 3.0
+    with pytest.raises(ValueError, match="x holds integers"):
+        rp_sum([2**64 + 1, -(2**64)], "float64")
+
+
+def test_inputs_rp_round_refuses_are_refused_and_ml_dtypes_taken():
+    """Long doubles (taken as float64 they would be rounded: 1 + 2**-60 up onto
+    bfloat16 is 1.0078125, not 1) and masked arrays (their masked entries
+    would count) are refused as rp.round refuses them; ml_dtypes arrays are
+    float32 data, exactly."""
+    import ml_dtypes
+    wide = np.array([np.longdouble(1) + np.longdouble(2) ** -60])
+    for call in (lambda: rp_sum(wide, "bfloat16", mode="up"), lambda: dot(wide, np.ones(1), "bfloat16"),
+                 lambda: rp_sum(np.ones(2, np.longdouble), rp.FloatFormat(None, 7))):
+        with pytest.raises(TypeError, match="wider than float64"):
+            call()
+    masked = np.ma.masked_array([1.0, 1000.0, 2.0], mask=[False, True, False])
+    with pytest.raises(TypeError, match="x is a masked array"):
+        rp_sum(masked, "float32")
+    with pytest.raises(TypeError, match="a is a masked array"):
+        matmul(masked, np.ones(3), "float32")
+    weights = np.array([1.5, 2.0, -0.375], ml_dtypes.bfloat16)
+    as_float32 = weights.astype(np.float32)
+    assert_same(rp_sum(weights, "bfloat16"), rp_sum(as_float32, "bfloat16"))
+    assert_same(matmul(weights, weights, "float32"), matmul(as_float32, as_float32, "float32"))
 
 
 @pytest.mark.parametrize("mode", MODES)
