@@ -26,15 +26,21 @@ onto the format with its mode:
   exactly from the parameters: precision and spacing in every binade, range, sign,
   inf); ``TypeError`` when neither does. Equal value sets (e.g. formats differing
   only in overflow policy or name) take the first operand's. The mode and generator
-  come from the first RPArray operand of the winning format. Plain ndarrays and
-  Python numbers mix in as exact float64 values.
+  come from the first RPArray operand of the winning format. Plain ndarrays, NumPy
+  scalars and Python numbers mix in as float64 values (exact up to ``2**53`` for
+  integers), taken as ``rp.round`` takes its input: ml_dtypes data as float32;
+  masked arrays and ``np.longdouble`` raise its TypeError.
 * **indexing** returns RPArrays -- views for basic slicing, as in NumPy -- and an
   integer index gives a 0-d RPArray rather than a NumPy scalar, so that arithmetic
   on an element stays in the format (``float(a[0])``, ``a[0].item()`` give numbers).
-  Assignment rounds the assigned values onto the array's format with its mode.
+  Assignment rounds the assigned values onto the array's format with its mode, and
+  so do the NumPy functions that write into an array (``np.copyto``, ``np.put``,
+  ``np.putmask``, ``np.place``, ``np.put_along_axis``, ``np.fill_diagonal``).
+  ``np.asarray(a)`` is the carrier itself: writing through it is not rounded.
 * **stochastic modes** draw fresh randomness for every operation from the array's
-  ``numpy.random.Generator`` (made from ``rng`` by ``np.random.default_rng``); results
-  share it, so a program is reproducible from one seed.
+  ``numpy.random.Generator`` (``rng`` itself, or ``np.random.default_rng(rng)`` of a
+  seed: what ``rp.round`` takes); results share it, so a program is reproducible
+  from one seed.
 
 Correct rounding
 ----------------
@@ -49,10 +55,12 @@ nor for operands that are not values of the format (``1 + (2**-8 + 2**-60)`` ont
 bfloat16).
 
 So ``add``, ``subtract``, ``multiply``, ``divide``, ``sqrt``, ``square`` and
-``reciprocal`` (called plainly, without ``where``/``dtype``) also compute the exact
-error of the float64 result with error-free transformations (TwoSum; TwoProduct by
-Veltkamp splitting, as NumPy has no fma; the remainder ``a - q b`` for division
-and ``a - s**2`` for sqrt by a fused multiply-add in a numba kernel), and every
+``reciprocal`` (called without keywords other than ``out``, or with NumPy's default
+values: with ``where=mask``, ``dtype=...`` and the like they round the float64
+result) also compute the exact error of the float64 result with error-free
+transformations (TwoSum; TwoProduct by Veltkamp splitting, as NumPy has no fma;
+the remainder ``a - q b`` for division and ``a - s**2`` for sqrt by a fused
+multiply-add in a numba kernel), and every
 element with a nonzero error is rounded from the exact value
 (``rpfloat._kernels.cpu.accumulate.round_exact``). Only the nearest
 modes on formats with p <= 25, with every operand an RPArray of a contained
@@ -104,6 +112,7 @@ from .modes import Mode, parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
 from ._plan import random_key
+from .rounding import input_array
 from .rounding import round as _round_onto
 
 __all__ = ["RPArray", "asarray", "format_contains"]
@@ -159,7 +168,7 @@ class RPArray(NDArrayOperatorsMixin):
     def __init__(self, x, fmt, mode="nearest", *, rng=None):
         fmt = to_format(fmt)
         mode = parse_mode(mode)
-        generator = np.random.default_rng(rng) if mode.is_stochastic else None
+        generator = stochastic_generator(rng) if mode.is_stochastic else None
         self._target = _Target(fmt, mode, generator)
         self._data = _round_values(_float64_values(x), self._target)
 
@@ -433,18 +442,23 @@ class RPArray(NDArrayOperatorsMixin):
                 return NotImplemented
         if method == "at":
             return _ufunc_at(ufunc, inputs, kwargs)
-        if method == "__call__" and not kwargs and FAST_PATHS and ufunc in _EXACT_UFUNCS:
-            result = _fast_call(ufunc, inputs, outs)
+        operands = [_plain_operand(x) for x in inputs]
+        kwargs = {key: value for key, value in kwargs.items() if not _is_default_keyword(key, value)}
+        exact = method == "__call__" and ufunc in _EXACT_UFUNCS and not kwargs
+        if exact and FAST_PATHS:
+            result = _fast_call(ufunc, operands, outs)
             if result is not None:
                 return result
-        values = [_float64_operand(x) for x in inputs]
+        values = [_float64_operand(x, exact) for x in operands]
         residuals = None
-        if method == "__call__" and ufunc in _EXACT_UFUNCS and not kwargs:
+        if exact:
             results, residuals = _exact_call(ufunc, values)
         else:
             if method == "__call__" and "where" in kwargs:
                 kwargs = dict(kwargs, out=None)  # positions left out are not copied back
             results = getattr(ufunc, method)(*values, **kwargs)
+            if method != "__call__":
+                kwargs.pop("where", None)  # reduce's where selects inputs: every output is written
         results = results if isinstance(results, tuple) else (results,)
         residuals = residuals if residuals is not None else (None,) * len(results)
         targets = _LazyTarget(inputs)
@@ -496,13 +510,16 @@ def asarray(x, fmt, mode="nearest", *, rng=None) -> RPArray:
     mode : str
         The rounding mode of this rounding and of every later operation.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-        For the stochastic modes: the seed of the array's generator
+        For the stochastic modes: the array's generator, or the seed of one
         (``np.random.default_rng(rng)``), which every operation draws from.
 
     Raises
     ------
     TypeError
-        For complex, string or object input.
+        For what :func:`rpfloat.round` refuses (complex, string or object input,
+        masked arrays, ``np.longdouble`` data), and for an `rng` of another type.
+    ValueError
+        For a negative `rng` seed.
 
     Examples
     --------
@@ -985,31 +1002,83 @@ def _round_exactly_at(ufunc, operands, shape, indices, result, rounded, fmt, mod
 def _handled(x) -> bool:
     if isinstance(x, RPArray):
         return True
-    if isinstance(x, np.ndarray):
-        return x.dtype.kind in "biuf"
+    if isinstance(x, (np.ndarray, np.generic)):
+        return x.dtype.kind in "biuf" or _is_ml_dtype(x.dtype)
     return isinstance(x, _HANDLED_TYPES) and not isinstance(x, (str, bytes))
 
 
-def _float64_operand(x):
-    """An operand for the float64 computation: RPArrays as float64 arrays (exact);
-    other operands as they are, so that integer-only arguments keep their type."""
+def _is_ml_dtype(dtype: np.dtype) -> bool:
+    """Whether `dtype` is one of ml_dtypes' (bfloat16, float8_*, int4, ...)."""
+    return dtype.kind == "V" and getattr(dtype.type, "__module__", None) == "ml_dtypes"
+
+
+def _plain_operand(x):
+    """A ufunc operand other than an RPArray, checked as rp.round checks its input
+    (``rounding.input_array``: TypeError for masked arrays and for dtypes wider than
+    float64; ml_dtypes data as float32). Lists become arrays (an RPArray in them
+    gives its carrier); Python numbers and NumPy scalars that need no conversion stay
+    as they are."""
+    if isinstance(x, RPArray) or not isinstance(x, (np.ndarray, np.generic, list, tuple)):
+        return x
+    array = input_array(_unwrap(x))
+    if isinstance(x, np.generic) and array.dtype == x.dtype:
+        return x
+    return array
+
+
+def _float64_operand(x, exact=False):
+    """An operand for the float64 computation: RPArrays as float64 arrays (exact).
+    With `exact` (the error-free transformations, which must not run in a narrower
+    dtype nor negate an unsigned or boolean one), arrays and NumPy scalars as float64
+    too: exact for floats and for integers up to ``2**53``, larger integers rounded to
+    nearest. Otherwise as they are, so that integer-only arguments (``np.ldexp``'s
+    exponents) keep their type."""
     if isinstance(x, RPArray):
         return x._data.astype(np.float64)
-    if isinstance(x, (list, tuple)):
-        return np.asarray(_unwrap(x))
+    if exact and isinstance(x, (np.ndarray, np.generic)):
+        return np.asarray(x, dtype=np.float64)
     return x
 
 
 def _float64_values(x) -> np.ndarray:
-    """Real values as a float64 ndarray; TypeError for anything else."""
+    """Real values as a float64 ndarray, taken as rp.round takes its input
+    (``rounding.input_array``); TypeError for anything else."""
     if isinstance(x, RPArray):
         return x._data.astype(np.float64)
-    array = np.asarray(_unwrap(x))
+    array = input_array(_unwrap(x))
     if array.dtype.kind not in "biuf":
         hint = "; round the real and imaginary parts separately" if array.dtype.kind == "c" else ""
         raise TypeError(f"an RPArray holds real numbers, got an array of dtype {array.dtype}{hint}")
     with np.errstate(invalid="ignore"):
         return array.astype(np.float64)
+
+
+# ufunc keywords at these values mean what leaving them out means
+_DEFAULT_KEYWORDS = {"casting": "same_kind", "order": "K", "dtype": None, "subok": True, "signature": None}
+
+
+def _is_default_keyword(name: str, value) -> bool:
+    """Whether the ufunc keyword `name` has NumPy's default value (``where=True``,
+    ``casting="same_kind"``, ...), so that a call with it is a plain call."""
+    if name == "where":
+        return isinstance(value, (bool, np.bool_)) and bool(value)
+    if name not in _DEFAULT_KEYWORDS:
+        return False
+    default = _DEFAULT_KEYWORDS[name]
+    if default is None or isinstance(default, bool):
+        return value is default
+    return isinstance(value, str) and value == default
+
+
+def stochastic_generator(rng) -> np.random.Generator:
+    """The generator of a stochastic RPArray from `rng`: a Generator as it is, None,
+    an int seed or a SeedSequence through ``np.random.default_rng``. Anything else
+    raises the TypeError or ValueError that rp.round gives for it."""
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if rng is not None:
+        random_key(rng)  # refuses what rp.round refuses (a Generator would be drawn from)
+    return np.random.default_rng(rng)
 
 
 def _unwrap(obj):
@@ -1182,7 +1251,7 @@ def _check_out_shape(destination, result):
 def _ufunc_at(ufunc, inputs, kwargs):
     """``ufunc.at(a, indices, b)``: unbuffered in float64, then `a` rounded once."""
     array, indices, *rest = inputs
-    operands = [_float64_operand(x) for x in rest]
+    operands = [_float64_operand(_plain_operand(x)) for x in rest]
     if not isinstance(array, RPArray):
         ufunc.at(array, _index(indices), *operands, **kwargs)
         return None
@@ -1265,10 +1334,55 @@ def _like_function(func, args, kwargs):
     return RPArray._wrap(_round_values(result, prototype._target), prototype._target)
 
 
+# functions that write values into their first argument:
+# name of that argument, position and name of the values
+_WRITING_FUNCTIONS = {
+    np.copyto: ("dst", 1, "src"),
+    np.put: ("a", 2, "v"),
+    np.putmask: ("a", 2, "values"),
+    np.place: ("arr", 2, "vals"),
+    np.put_along_axis: ("arr", 2, "values"),
+    np.fill_diagonal: ("a", 1, "val"),
+}
+
+
+@_implements(*_WRITING_FUNCTIONS)
+def _writing_function(func, args, kwargs):
+    """Functions that write values into an array: into an RPArray they write its
+    carrier, with the values rounded onto its format first, as item assignment
+    rounds them (each given value once, with the array's mode and generator)."""
+    destination_name, position, values_name = _WRITING_FUNCTIONS[func]
+    args, kwargs = list(args), dict(kwargs)
+    destination = args[0] if args else kwargs.get(destination_name)
+    if isinstance(destination, RPArray):
+        if len(args) > position:
+            args[position] = _round_values(_float64_values(args[position]), destination._target)
+        elif values_name in kwargs:
+            kwargs[values_name] = _round_values(_float64_values(kwargs[values_name]), destination._target)
+    return func(*_unwrap(args), **_unwrap(kwargs))
+
+
+@_implements(np.nan_to_num)
+def _nan_to_num(func, args, kwargs):
+    """``np.nan_to_num`` sees the carrier values (a plain ndarray); it may not
+    replace them in place, as its replacements need not be values of the format."""
+    x = args[0] if args else kwargs.get("x")
+    copy = args[1] if len(args) > 1 else kwargs.get("copy", True)
+    if isinstance(x, RPArray) and not copy:
+        raise TypeError(
+            "np.nan_to_num(copy=False) cannot write into an RPArray: its replacements need not be values "
+            "of the format; assign the result instead, a[...] = np.nan_to_num(np.asarray(a), ...)"
+        )
+    return func(*_unwrap(args), **_unwrap(kwargs))
+
+
 def _as_float64(obj):
-    """`obj` with every RPArray replaced by its values as a float64 ndarray."""
+    """`obj` with every RPArray replaced by its values as a float64 ndarray, and
+    other arrays checked as ufunc operands are (:func:`_plain_operand`)."""
     if isinstance(obj, RPArray):
         return obj._data.astype(np.float64)
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return _plain_operand(obj)
     if isinstance(obj, list):
         return [_as_float64(item) for item in obj]
     if isinstance(obj, tuple):

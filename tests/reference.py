@@ -578,3 +578,31 @@ def decode_reference(code: int, fmt):
         a = (2**m + s) * _pow2(field - g.bias - m)
     value = float(a)
     return -value if negative else value
+
+
+def fixed_wrap_oracle(z: Fraction, fmt, mode: str) -> float:
+    """The exact `z` rounded onto the grid of fixed-point `fmt` in `mode`, then its
+    integer wrapped into the format's 2**w codes: written from the definition."""
+    t = z * 2**fmt.frac_bits  # in units of the step
+    floor = math.floor(t)
+    if t == floor:
+        k = floor
+    elif mode == "toward_zero":
+        k = floor if t > 0 else floor + 1
+    elif mode == "up":
+        k = floor + 1
+    elif mode == "down":
+        k = floor
+    elif mode == "odd":
+        k = floor if floor % 2 else floor + 1
+    else:  # nearest (ties to even), nearest_away
+        twice = 2 * (t - floor)
+        if twice != 1:
+            k = floor + (twice > 1)
+        elif mode == "nearest_away":
+            k = floor + 1 if t > 0 else floor
+        else:
+            k = floor if floor % 2 == 0 else floor + 1
+    words = 2 ** (fmt.int_bits + fmt.frac_bits)
+    low = -(words // 2) if fmt.signed else 0
+    return float(Fraction((k - low) % words + low, 2**fmt.frac_bits))
