@@ -293,7 +293,7 @@ def _array_result(a, b, mode, rng):
     """``(make, rng)``: for RPArray operands, ``make(values, acc)`` builds the
     RPArray result, and `rng` is what the kernel's key comes from; ``(None, rng)``
     for other operands."""
-    from .array import RPArray  # rpfloat.array imports this module
+    from .array import RPArray, stochastic_generator  # rpfloat.array imports this module
 
     operands = [x for x in (a, b) if isinstance(x, RPArray)]
     if not operands:
@@ -305,7 +305,7 @@ def _array_result(a, b, mode, rng):
         else:
             generator = next((x.rng for x in operands if x.rng is not None), None)
             if generator is None:
-                generator = np.random.default_rng(rng)
+                generator = stochastic_generator(rng)  # (rp.round's checks of rng)
             elif rng is None:
                 rng = generator  # the key comes from the operand's generator too
 

@@ -1,16 +1,20 @@
 """rp.sum, rp.dot, rp.matmul: every step rounded, checked against a plain Python loop
 that calls rp.round after every operation (with the kernels' random counters, so
 that the stochastic modes match bit for bit too)."""
+import builtins
 import math
 from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 import rpfloat as rp
 from rpfloat.accumulate import dot, matmul
 from rpfloat.accumulate import sum as rp_sum
 from rpfloat.rounding import round_chunk
+from reference import fixed_wrap_oracle
 
 MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
 SEED = 20240607
@@ -326,3 +330,42 @@ def test_negative_zero_sums_stay_negative(fma, order, kernel):
     expected = reference_matmul(a, b, fmt, fmt, "nearest", order, fma)
     assert_same(matmul(a, b, fmt, fma=fma, order=order), expected)
     assert np.signbit(expected[0, 0]) and not np.signbit(expected[1, 0])
+
+
+@settings(max_examples=200, deadline=None)
+@given(int_bits=st.integers(1, 8), frac_bits=st.integers(0, 6), signed=st.booleans(),
+       mode=st.sampled_from(["nearest", "nearest_away", "toward_zero", "up", "down", "odd"]),
+       a=st.floats(2.0**20, 2.0**60), b=st.floats(2.0**20, 2.0**60), signs=st.integers(0, 3),
+       fma=st.booleans())
+# the exact product positive, its float64 remainder modulo the word negative: toward_zero went up
+@example(2, 2, True, "toward_zero", 3.6550110708070984e+16, 1552.2724371548684, 3, False)
+# a tie (a whole number of steps and a half) past the range: nearest_away went to even
+@example(2, 2, True, "nearest_away", 447793763965829.7, 183354256434230.0, 0, False)
+def test_wrap_rounds_exact_products_past_float64_once(int_bits, frac_bits, signed, mode, a, b, signs, fma):
+    """A product that float64 does not hold, far past a wrapping fixed-point
+    format's range: rounded exactly onto the grid in `mode`, then wrapped, as
+    the fixed-point oracle written from the definition says (the residual of
+    the product spans many words; reduced with the value, it once flipped z's
+    sign, and toward_zero and nearest_away decided by the wrong one)."""
+    fmt = rp.FixedFormat(int_bits, frac_bits, signed=signed, overflow="wrap")
+    a, b = (-a if signs & 1 else a), (-b if signs & 2 else b)
+    want = fixed_wrap_oracle(Fraction(a) * Fraction(b), fmt, mode)
+    assert float(dot([a], [b], fmt, mode=mode, fma=fma)) == want
+
+
+@settings(max_examples=150, deadline=None)
+@given(int_bits=st.integers(1, 8), frac_bits=st.integers(0, 6), signed=st.booleans(),
+       mode=st.sampled_from(["nearest", "nearest_away", "toward_zero", "up", "down", "odd"]),
+       terms=st.lists(st.floats(-2.0**120, 2.0**120, allow_subnormal=False).filter(lambda t: t == 0 or abs(t) > 2**-30),
+                      min_size=1, max_size=5))
+# a block sum far past the range whose remainder float64 does not hold: every mode gave -1
+@example(4, 4, True, "nearest", [4.153837486827862e+35, -0.000457763671875, 5383208929591296.0])
+@example(4, 4, True, "down", [4.153837486827862e+35, -0.000457763671875, 5383208929591296.0])
+def test_wrap_rounds_exact_block_sums_once(int_bits, frac_bits, signed, mode, terms):
+    """A block sum (block_k as long as the sum) into a wrapping fixed-point
+    format: the exact sum of the terms, however far past the range, rounded
+    once onto the grid and then wrapped, as the fixed-point oracle says."""
+    fmt = rp.FixedFormat(int_bits, frac_bits, signed=signed, overflow="wrap")
+    want = fixed_wrap_oracle(builtins.sum(Fraction(t) for t in terms), fmt, mode)
+    assert float(rp_sum(terms, fmt, mode=mode, block_k=len(terms))) == want
+    assert float(dot(terms, np.ones(len(terms)), fmt, mode=mode, block_k=len(terms))) == want

@@ -34,7 +34,9 @@ overflows or underflows float64 -- operands below ``2**995`` in magnitude for th
 split, products and quotients above ``2**-969``; outside that (only formats with a
 float64-sized exponent range get there) the float64 result is rounded. Under the
 fixed-point ``"wrap"`` policy, out-of-range nearest midpoints and stochastic
-results are rounded from ``s`` (round-to-odd) as well.
+results are rounded from ``s`` (round-to-odd) as well. (Exact sums of many terms
+first drop whole words there, `wrap_digits`, so that their remainder rounded to odd
+keeps the low bits that decide the wrapped code.)
 
 Accumulation order and random numbers
 -------------------------------------
@@ -308,23 +310,23 @@ def _round_wrapping(value, residual, params, mode, random, rand_bits):
     wrapped modulo 2**w by the last rounding. The grid's neighbours of z are
     counted in steps here, not taken from the format, whose range would wrap them.
 
-    Whole moduli leave z first: fmod is exact and keeps the sign, and where it
-    leaves 0 with a residual of the other sign, z lies just inside a modulus,
-    which stays. That changes z by an even number of steps and keeps its sign, so
-    no mode decides otherwise; TwoSum makes the rest a float64 and a residual
-    within half its ulp again. ``value / step`` is then exact, ``low`` its floor
-    and z lies strictly between ``low`` and ``low + 1`` steps: the residual, at
-    most half a float64 ulp of the value, cannot reach a grid point or a midpoint
-    that the value is not on (a midpoint is a multiple of that ulp too)."""
+    Whole moduli leave z first, and z keeps its sign, so that no mode decides
+    otherwise: the value's remainder (fmod: exact, of the value's sign) moved one
+    modulus further out (exact: its bits lie on the value's ulp, at least the
+    modulus's), plus the residual's remainder (at most half an ulp of the large
+    value, it may span many moduli) lies strictly between 0 and three moduli of
+    z's sign. That changes z by a whole number of moduli, an even number of
+    steps; TwoSum makes it a float64 and a residual within half its ulp again.
+    ``value / step`` is then exact, ``low`` its floor and z lies strictly between
+    ``low`` and ``low + 1`` steps: the residual, at most half a float64 ulp of
+    the value, cannot reach a grid point or a midpoint that the value is not on
+    (a midpoint is a multiple of that ulp too)."""
     step = bits_to_float64(params[P_SCALE_BITS])
     modulus = step * 2.0 ** params[P_WORD_BITS]
     negative = value < 0.0 or (value == 0.0 and residual < 0.0)
     if abs(value) >= modulus:
-        remainder = np.fmod(value, modulus)
-        if remainder == 0.0 and (residual < 0.0) != (value < 0.0):
-            remainder = math.copysign(modulus, value)
-        # (a pair again: the residual, up to half an ulp of the large value, may span steps)
-        value, residual = two_sum(remainder, residual)
+        remainder = np.fmod(value, modulus) + math.copysign(modulus, value)
+        value, residual = two_sum(remainder, np.fmod(residual, modulus))
         if residual == 0.0:  # z itself, now a float64
             return bits_to_float64(round_value(float64_to_bits(value), params, mode, random, rand_bits))
     scaled = value / step
@@ -884,6 +886,39 @@ def exact_pair(digits, low, negative_zero):
     return head, tail
 
 
+@njit(**NUMBA_OPTIONS)
+def wrap_digits(digits, low, params):
+    """Under fixed-point wrap (`params`), the exact ``z`` in `digits` less whole
+    moduli ``2**w`` steps (a power of two), keeping its sign: ``z mod M`` plus
+    ``M`` for a positive z, less ``2 M`` for a negative one, so that ``1 <= |z| /
+    M < 2``; a zero stays. The low bits that decide the wrapped code then lie
+    within float64's reach of ``fl(z)``, which `exact_pair`'s remainder rounded
+    to odd would otherwise drop (a block sum far past the range). Returns the
+    lowest digit touched. Other policies: `digits` as they are."""
+    if params[P_OVERFLOW] != OVERFLOW_WRAP:
+        return low
+    step_exponent = ((params[P_SCALE_BITS] >> 52) & 0x7FF) - 1023
+    position = step_exponent + params[P_WORD_BITS] + 1074  # of the modulus, in units of 2**-1074
+    if position < 0 or position >= 32 * (LIMBS - 1) - 34:  # (no room: such formats do not get here)
+        return low
+    exact_normalize(digits, low)
+    negative = digits[LIMBS - 1] < 0
+    digit = position >> 5
+    zero = not negative
+    for i in range(low, LIMBS - 1):
+        zero = zero and digits[i] == 0
+    if zero:
+        return low
+    # the bits below the modulus of the two's complement value: z mod M, in [0, M)
+    digits[digit] &= (np.int64(1) << (position & 31)) - 1
+    for i in range(digit + 1, LIMBS):
+        digits[i] = 0
+    digits[digit] += (np.int64(-2) if negative else np.int64(1)) << (position & 31)
+    low = min(low, digit)
+    exact_normalize(digits, low)
+    return low
+
+
 @njit(inline="always", **NUMBA_OPTIONS)
 def _product(x, y, exact_products):
     """``(p, e)``: the product as ``fl(x*y)`` and its error (0 when known exact)."""
@@ -939,6 +974,7 @@ def accumulate_blocks(a, b, out, acc_params, acc_midpoints, acc_general, mode, b
                                 exact_normalize(digits, low)
                                 added = 0
                     if finite:
+                        low = wrap_digits(digits, low, acc_params)
                         total, residual = exact_pair(digits, low, negative_zero)
                     else:
                         digits[low:] = 0
@@ -983,6 +1019,7 @@ def accumulate_kahan(a, b, out, product_params, product_midpoints, product_gener
                           and math.isfinite(term_residual) and math.isfinite(compensation)):
                         low = min(exact_add(digits, term), exact_add(digits, term_residual))
                         low = min(low, exact_add(digits, -compensation))
+                        low = wrap_digits(digits, low, acc_params)
                         total, residual = exact_pair(digits, low, False)
                     elif term_residual != 0.0 and compensation == 0.0:
                         total, residual = term, term_residual
