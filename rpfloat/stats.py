@@ -149,8 +149,15 @@ class RoundingStats:
         def weighted_mean(mean_field, count_field):
             if total[count_field] == 0:
                 return 0.0
-            return math.fsum(getattr(part, mean_field) * getattr(part, count_field) for part in parts) / total[
-                count_field]
+            means = [(getattr(part, mean_field), getattr(part, count_field)) for part in parts]
+            try:
+                mean = math.fsum(value * count for value, count in means) / total[count_field]
+            except OverflowError:
+                mean = math.inf
+            if math.isinf(mean) and all(math.isfinite(value) for value, _ in means):
+                # means near float64's max: weights below 1 instead of counts
+                mean = math.fsum(value * (count / total[count_field]) for value, count in means)
+            return mean
 
         return cls(
             **total,
@@ -227,18 +234,19 @@ def round_with_stats(x, fmt, mode="nearest", *, stats=True, offset=0, overflow=N
     if not as_bool(stats, "stats"):
         return round_chunk(x, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out)
     array = input_array(x)
+    bytes_before = x.nbytes if isinstance(x, np.ndarray) else array.nbytes  # (ml_dtypes data: theirs)
     if out is None:
-        fused = _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits)
+        fused = _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits, bytes_before)
         if fused is not None:
             return fused
     if out is not None and isinstance(out, np.ndarray) and np.may_share_memory(array, out):
         array = array.copy()  # rounding into out overwrites x: compare with the numbers it held
     rounded = round_chunk(array, fmt, mode, offset=offset, overflow=overflow, rng=rng, rand_bits=rand_bits,
                           out=out)
-    return rounded, rounding_stats(array, rounded, fmt)
+    return rounded, _rounding_stats(array, rounded, to_format(fmt), bytes_before)
 
 
-def _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits):
+def _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits, bytes_before):
     """``(rounded, stats)`` of `array`, rounded and gathered chunk by chunk; None
     where that does not apply (small arrays, scaled formats, an offset to check),
     for the caller to round the whole and gather after."""
@@ -262,8 +270,9 @@ def _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits):
         return _kernel_operands(source[start:stop], target[start:stop], is_complex)
 
     operand_dtypes = tuple(operand.dtype for operand in _kernel_operands(source[:1], target[:1], is_complex))
-    counts, errors = _gather_chunks(round_chunk_at, array.size, step, numbers, fmt, operand_dtypes)
-    return result, _stats_of(counts, errors, numbers, array, result, fmt, is_complex)
+    counts, errors = _gather_chunks(round_chunk_at, array.size, step, numbers, fmt, operand_dtypes,
+                                    result.dtype)
+    return result, _stats_of(counts, errors, numbers, array, result, fmt, is_complex, bytes_before)
 
 
 def rounding_stats(x, rounded, fmt) -> RoundingStats:
@@ -289,11 +298,14 @@ def rounding_stats(x, rounded, fmt) -> RoundingStats:
     (1, 1, 1, 2)
     """
     fmt = to_format(fmt)
-    x_array = x if isinstance(x, np.ndarray) else np.asarray(x)
-    rounded_array = rounded if isinstance(rounded, np.ndarray) else np.asarray(rounded)
-    for name, array in (("x", x_array), ("rounded", rounded_array)):
-        if array.dtype.kind not in "biufc":
-            raise TypeError(f"{name} must hold real or complex numbers, got an array of dtype {array.dtype}")
+    x_array, rounded_array = input_array(x, "x"), input_array(rounded, "rounded")
+    bytes_before = x.nbytes if isinstance(x, np.ndarray) else x_array.nbytes
+    return _rounding_stats(x_array, rounded_array, fmt, bytes_before, trusted=False)
+
+
+def _rounding_stats(x_array, rounded_array, fmt, bytes_before, trusted=True) -> RoundingStats:
+    """`rounding_stats` of checked arrays; `trusted`: results of rp.round, where a
+    zero x always gives a zero (others may not: they take the rules throughout)."""
     if x_array.shape != rounded_array.shape:
         raise ValueError(f"rounded must have the shape of x, {x_array.shape}, got {rounded_array.shape}")
     is_complex = x_array.dtype.kind == "c" or rounded_array.dtype.kind == "c"
@@ -302,14 +314,24 @@ def rounding_stats(x, rounded, fmt) -> RoundingStats:
     def chunk_at(start, stop):
         return x_numbers[start:stop], rounded_numbers[start:stop]
 
+    # (the kernel's fast loops take a zero x to give a zero: elsewhere, every block takes the rules)
+    rules = not trusted and bool(np.any((x_numbers == 0) & (rounded_numbers != 0)))
     counts, errors = _gather_chunks(chunk_at, x_numbers.size, CHUNK, x_numbers.size, fmt,
-                                    (x_numbers.dtype, rounded_numbers.dtype))
-    return _stats_of(counts, errors, x_numbers.size, x_array, rounded_array, fmt, is_complex)
+                                    (x_numbers.dtype, rounded_numbers.dtype), rounded_array.dtype, rules)
+    return _stats_of(counts, errors, x_numbers.size, x_array, rounded_array, fmt, is_complex, bytes_before)
 
 
-def _stats_of(counts, errors, count, x_array, rounded_array, fmt, is_complex) -> RoundingStats:
+def _stats_of(counts, errors, count, x_array, rounded_array, fmt, is_complex, bytes_before) -> RoundingStats:
     inexact, overflowed, underflowed, flushed_to_zero, nan_produced, error_count, rel_error_count = counts.tolist()
     sum_abs_error, max_abs_error, sum_rel_error, max_rel_error = errors.tolist()
+    mean_abs_error = sum_abs_error / error_count if error_count else 0.0
+    mean_rel_error = sum_rel_error / rel_error_count if rel_error_count else 0.0
+    if math.isinf(sum_abs_error) and math.isfinite(max_abs_error) or (
+            math.isinf(sum_rel_error) and math.isfinite(max_rel_error)):
+        # finite errors whose float64 sum overflowed (errors near float64's max): sums scaled down
+        scaled_abs, scaled_rel = _scaled_sums(x_array, rounded_array, is_complex)
+        mean_abs_error = scaled_abs / error_count / _SUM_SCALE
+        mean_rel_error = scaled_rel / rel_error_count / _SUM_SCALE if rel_error_count else 0.0
     return RoundingStats(
         count=count,
         inexact=inexact,
@@ -320,12 +342,29 @@ def _stats_of(counts, errors, count, x_array, rounded_array, fmt, is_complex) ->
         error_count=error_count,
         rel_error_count=rel_error_count,
         max_abs_error=max_abs_error,
-        mean_abs_error=sum_abs_error / error_count if error_count else 0.0,
+        mean_abs_error=mean_abs_error,
         max_rel_error=max_rel_error,
-        mean_rel_error=sum_rel_error / rel_error_count if rel_error_count else 0.0,
-        bytes_before=x_array.nbytes,
+        mean_rel_error=mean_rel_error,
+        bytes_before=bytes_before,
         bytes_after=packed_nbytes(fmt, x_array.shape, is_complex, rounded_array.dtype),
     )
+
+
+_SUM_SCALE = 2.0**-64
+
+
+def _scaled_sums(x_array, rounded_array, is_complex) -> tuple:
+    """``(sum of |rounded - x|, sum of |rounded - x| / |x|)`` over the numbers the
+    errors cover, each term times _SUM_SCALE: for errors near float64's max,
+    whose plain sum overflows (their means are these over the counts, scaled back)."""
+    x_numbers, rounded_numbers = (part.astype(np.float64) for part in
+                                  _kernel_operands(x_array, rounded_array, is_complex))
+    covered = np.isfinite(x_numbers) & np.isfinite(rounded_numbers)
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        errors = np.abs(rounded_numbers[covered] - x_numbers[covered])
+        magnitudes = np.abs(x_numbers[covered])
+        relative = errors[magnitudes != 0] / magnitudes[magnitudes != 0]
+        return float(np.sum(errors * _SUM_SCALE)), float(np.sum(relative * _SUM_SCALE))
 
 
 def packed_nbytes(fmt, shape, is_complex=False, result_dtype=np.float64) -> int:
@@ -344,8 +383,9 @@ def packed_nbytes(fmt, shape, is_complex=False, result_dtype=np.float64) -> int:
     if isinstance(fmt, ScaledFormat):
         from .scaling import block_layout_of  # the blocks of a shape, as rounding lays them out
 
-        outer, length, inner, block_size, _ = block_layout_of(tuple(shape), fmt)
-        scales = outer * inner * (-(-length // block_size) if length else 0)
+        outer, length, inner, block_size, axis = block_layout_of(tuple(shape), fmt)
+        # (one scale per array: rp.encode gives it for an empty array too)
+        scales = 1 if axis is None else outer * inner * (-(-length // block_size) if length else 0)
         return _bytes_of(size, fmt.bits) + _bytes_of(scales, fmt.scale_bits)
     if fmt.bits is None:
         return size * _real_dtype(np.dtype(result_dtype)).itemsize
@@ -419,18 +459,22 @@ def _flat(array: np.ndarray, dtype: np.dtype) -> np.ndarray:
         return np.ascontiguousarray(array, dtype=dtype).reshape(-1)
 
 
-def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes):
+def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes, result_dtype, rules=False):
     """The kernel's counts and errors (int64 and float64 arrays) over `size`
     elements (`numbers` numbers), `step` at a time: ``chunk_at(start, stop)``
     gives the kernel's operands, of `operand_dtypes`, for elements ``start:stop``
-    (rounding them first, where it rounds).
+    (rounding them first, where it rounds), the results being of `result_dtype`
+    (whose range bounds an ``exp_bits=None`` format). `rules`: every block
+    element by element (bounds that no block meets).
     Each chunk's counts and errors go into a row of their own, added up in chunk
     order, so that they never depend on the threads: on numba's thread count
     from `PARALLEL_THRESHOLD` numbers, each thread taking the next chunk left."""
     from ._kernels.cpu.stats import gather  # the kernel loads on the first call
 
-    limits = kernel_limits(fmt, operand_dtypes[1])
-    bounds = kernel_bounds(fmt, *operand_dtypes)
+    real = _real_dtype(np.dtype(result_dtype))
+    limits_dtype = real if real.kind == "f" else operand_dtypes[1]
+    limits = kernel_limits(fmt, limits_dtype)
+    bounds = _NO_BOUNDS if rules else kernel_bounds(fmt, *operand_dtypes, limits_dtype)
     chunks = -(-size // step)
     counts = np.zeros((max(chunks, 1), 7), np.int64)
     errors = np.zeros((max(chunks, 1), 4))
@@ -465,15 +509,21 @@ def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes):
                                          errors[:, 3].max()])
 
 
+# bounds that no block meets (`_gather_chunks`' rules): the largest |x| at most -1
+_NO_BOUNDS = np.array([1 << 62, -1, 1, 1 << 62, -1], np.int64)
+_NO_BOUNDS.flags.writeable = False
+
+
 @functools.lru_cache(maxsize=256)
-def kernel_bounds(fmt, input_dtype, result_dtype) -> np.ndarray:
+def kernel_bounds(fmt, input_dtype, result_dtype, limits_dtype=None) -> np.ndarray:
     """The kernel's ``bounds`` (``rpfloat._kernels.cpu.stats``): the bits (int64)
     of the smallest and largest nonzero ``|x|`` of `input_dtype` in an ordinary
     block, inside `fmt`'s range and ``[2**-100, 2**100]``, of its smallest
     normal rounded up to `result_dtype` (1 where it has none), and of the
     smallest and largest ``|x|`` of a narrow block, inside `fmt`'s range and
-    ``[2**-60, 2**60]``. Read-only, cached."""
-    low, high, min_normal = kernel_limits(fmt, result_dtype).tolist()
+    ``[2**-60, 2**60]``. The limits are those of `limits_dtype` (by default
+    `result_dtype`: see `_gather_chunks`). Read-only, cached."""
+    low, high, min_normal = kernel_limits(fmt, limits_dtype or result_dtype).tolist()
     input_dtype, result_dtype = np.dtype(input_dtype), np.dtype(result_dtype)
     ranges = []
     for fast_range in (_FAST_RANGE, _NARROW_RANGE):

@@ -200,6 +200,64 @@ def test_unbounded_exponent_formats_keep_their_result_bytes():
     assert rp.round(x, rp.FloatFormat(None, 7), stats=True)[1].bytes_after == 40
 
 
+def test_unbounded_exponent_formats_take_the_result_dtypes_normals():
+    """exp_bits=None on float16 data: the result is float16, so results below
+    float16's smallest normal (2**-14) underflowed (float32's was taken)."""
+    x = np.array([1e-5, 3e-6, 6e-5, 1.0], np.float16)
+    rounded, stats = rp.round(x, rp.FloatFormat(None, 5), stats=True)
+    assert rounded.dtype == np.float16
+    assert stats.underflowed == 3
+    assert rounding_stats(x, rounded, rp.FloatFormat(None, 5)).underflowed == 3
+
+
+def test_ml_dtypes_data_count_their_own_bytes():
+    """bytes_before is x.nbytes, not that of the float32 copy rounded; and
+    rounding_stats takes ml_dtypes arrays, as rp.round does."""
+    import ml_dtypes
+    x = np.array([0.1, 1.0, 3.0], ml_dtypes.bfloat16)
+    assert rp.round(x, "e4m3", stats=True)[1].bytes_before == x.nbytes == 6
+    values = np.array([0.1, 1.0, 1000.0], np.float32)
+    theirs = rounding_stats(values, values.astype(ml_dtypes.float8_e4m3fn), "e4m3")
+    assert theirs == rounding_stats(values, values.astype(ml_dtypes.float8_e4m3fn).astype(np.float32), "e4m3")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_results_from_elsewhere_with_nonzero_results_of_zeros(dtype):
+    """rounding_stats of another rounding's results, where a zero x became
+    nonzero, subnormal, NaN or inf (rp.round never does that, and the kernel's
+    fast loops took it for granted: negative flush counts, zeros counted as
+    underflows, NaN errors in the means): the definitions hold."""
+    x = np.ones(2048, dtype)
+    x[[0, 1, 2, 1500]] = [0.0, -0.0, 0.0, -0.0]
+    rounded = x.copy()
+    rounded[[0, 1, 2, 1500]] = [1e-40, np.nan, np.inf, 0.5]
+    stats = rounding_stats(x, rounded, "float32")
+    assert (stats.underflowed, stats.flushed_to_zero, stats.nan_produced) == (0, 0, 1)
+    assert (stats.error_count, stats.rel_error_count) == (2046, 2044)
+    assert stats.inexact == 4 and stats.max_abs_error == 0.5 and stats.max_rel_error == 0.0
+    assert stats.mean_abs_error == pytest.approx((1e-40 if dtype == np.float64 else float(np.float32(1e-40)))
+                                                 / 2046 + 0.5 / 2046, rel=1e-12)
+
+
+def test_means_of_errors_near_float64s_max_are_finite():
+    """Errors near float64's max whose float64 sum overflows: their mean is
+    finite (it is at most the largest error), also when chunks combine."""
+    x = np.full(2, 1e308)
+    stats = rp.round(x, "e4m3", "toward_zero", stats=True)[1]
+    assert stats.max_abs_error == 1e308 - 448
+    assert stats.mean_abs_error == pytest.approx(1e308, rel=1e-12)
+    assert RoundingStats.combined([stats, stats]).mean_abs_error == pytest.approx(1e308, rel=1e-12)
+    tiny = rp.round(np.full(10, 1e-310), "e4m3", "up", stats=True)[1]  # relative errors of 2e307, ten of them
+    assert math.isfinite(tiny.max_rel_error)
+    assert tiny.mean_rel_error == pytest.approx(tiny.max_rel_error, rel=1e-12)
+
+
+def test_one_scale_per_array_counts_its_scale_for_empty_arrays():
+    fmt = rp.ScaledFormat("float8_e4m3fn", None)
+    x = np.zeros((0, 5))
+    assert rp.round(x, fmt, stats=True)[1].bytes_after == rp.pack(rp.encode(x, fmt), fmt).nbytes == 1
+
+
 def test_complex_numbers_count_twice():
     x = np.array([1 + 0.1j, np.inf - 1e6j, 0.3 + np.nan * 1j], np.complex64)
     rounded, stats = rp.round(x, "e4m3", stats=True)
