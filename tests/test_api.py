@@ -86,6 +86,11 @@ def test_decode_reads_field_zero_codes_of_formats_without_subnormals_as_zeros():
     fmt = rp.FloatFormat(4, 3, subnormals=False)
     np.testing.assert_array_equal(rp.decode([0, 1, 7, 8, 129], fmt), [0.0, 0.0, 0.0, fmt.min_normal, -0.0])
     assert np.signbit(rp.decode([129], fmt))
+    # a format without -0 (nan="negzero": its code 0x80 is NaN) reads them as +0
+    fnuz = rp.FloatFormat(4, 3, bias=8, subnormals=False, inf=False, nan="negzero")
+    values = rp.decode([0x81, 0x87, 0x01, 0x80], fnuz)
+    assert values[:3].tolist() == [0.0, 0.0, 0.0] and not np.signbit(values[:3]).any()
+    assert np.isnan(values[3])
 
 
 def test_float16_input_rounds_exactly():

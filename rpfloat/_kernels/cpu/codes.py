@@ -109,6 +109,8 @@ def decode_floats(codes, values, fields):
         elif nan_kind == NAN_MAX:
             magnitude = np.nan if (code & magnitude_mask) == magnitude_mask else magnitude
         value = -magnitude if (code >> (bits - 1)) & 1 != 0 else magnitude
+        if nan_kind == NAN_NEGZERO and magnitude == 0.0:  # no -0 there: a field-0 code of either sign is +0
+            value = 0.0
         values[i] = np.nan if nan_kind == NAN_NEGZERO and code == negzero_code else value
 
 
