@@ -240,7 +240,10 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     check_encode_keywords(round_kwargs)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
-        return encode_scaled(input_array(x), fmt, mode, **round_kwargs)
+        codes = encode_scaled(input_array(x), fmt, mode, **round_kwargs)
+        if np.ndim(codes.elements) == 0:  # a scalar's codes: NumPy scalars, as for the other formats
+            codes = codes._replace(elements=np.asarray(codes.elements)[()], scales=np.asarray(codes.scales)[()])
+        return codes
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     rounded = np.asarray(round(x, fmt, mode, **round_kwargs))

@@ -542,6 +542,20 @@ def test_decode_scales_whole_and_ragged_blocks(shape, fmt):
             rp.decode((codes.elements, codes.scales[..., :1]), fmt)
 
 
+@pytest.mark.parametrize("fmt", ["mxfp4", rp.ScaledFormat("q4.4"), "nvfp4",
+                                 rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True)],
+                         ids=str)
+def test_a_scalars_codes_are_numpy_scalars(fmt):
+    """A scalar or 0-d x gives NumPy scalars for its element and scale codes
+    (one layout gave a NumPy scalar, the others 0-d arrays), as rp.encode gives
+    for the other formats; they decode and pack as arrays do."""
+    for x in (np.float32(3.0), np.array(3.0, np.float32), 3.0):
+        codes = rp.encode(x, fmt)
+        assert isinstance(codes.elements, np.generic) and isinstance(codes.scales, np.generic)
+        assert float(rp.decode(codes, fmt)) == float(rp.round(x, fmt))
+        assert float(rp.decode(rp.unpack(rp.pack(codes, fmt), fmt), fmt)) == float(rp.round(x, fmt))
+
+
 def test_decode_checks_the_tensor_scale_and_the_scales_sign():
     """A two-level format's codes without their tensor scale, a tensor scale
     given to a format without one (E8M0 or E4M3 scales alike), a scale code
