@@ -128,6 +128,8 @@ _NAME_HINTS = {
     "float6": "ambiguous: 'float6_e2m3fn' or 'float6_e3m2fn'?",
     "float4": "did you mean 'float4_e2m1fn' (also 'fp4')?",
     "float8_e8m0fnu": "ml_dtypes' sign-less scale type (powers of two) has no preset",
+    "e8m0": "OCP's unsigned power-of-two scale type is a ScaledFormat's scale_format='e8m0' (the default), "
+            "not an element format; the IEEE-style format is FloatFormat(8, 0)",
     "mxfp8": "ambiguous: 'mxfp8_e4m3' or 'mxfp8_e5m2'?",
     "mxfp6": "ambiguous: 'mxfp6_e2m3' or 'mxfp6_e3m2'?",
 }
@@ -280,7 +282,9 @@ def format(name_or_format):
             )
         return preset
     if not isinstance(name_or_format, str):
-        raise TypeError(f"format() got {_type_name(type(name_or_format))}; it takes {_ACCEPTED_KINDS}")
+        hint = ("; the data come first and the format second, as in rp.round(x, fmt)"
+                if isinstance(name_or_format, (np.ndarray, list, tuple)) else "")
+        raise TypeError(f"format() got {_type_name(type(name_or_format))}; it takes {_ACCEPTED_KINDS}{hint}")
     preset = _lookup_preset(name_or_format)
     if preset is not None:
         return preset
@@ -288,6 +292,8 @@ def format(name_or_format):
     if scaled is not None:
         return scaled
     key = name_or_format.strip().lower()
+    if key in _NAME_HINTS:  # ("e8m0": the pattern would make it the IEEE-style FloatFormat(8, 0), a trap)
+        raise ValueError(_unknown_name_message(name_or_format))
     if match := _FLOAT_PATTERN.fullmatch(key):
         return FloatFormat(int(match[1]), int(match[2]), name=key)
     if match := _FIXED_PATTERN.fullmatch(key):

@@ -9,6 +9,8 @@ import numpy as np
 from . import _codes
 from ._kernels.cpu import backend
 from ._plan import plan_for, random_key, result_dtype
+from .fixedformat import FixedFormat
+from .floatformat import FloatFormat
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
 from .scaling import ScaledCodes, ScaledPlan, decode_scaled, encode_scaled, round_scaled
@@ -153,6 +155,13 @@ def input_array(x, name="x") -> np.ndarray:
     arrays are refused. ml_dtypes arrays (bfloat16, float8_*, int4, ...) become
     float32 copies: float32 holds every one of their values. Python ints that
     NumPy holds as objects (beyond int64, or beside floats) become float64."""
+    if type(x) is not np.ndarray:
+        if isinstance(x, (str, FloatFormat, FixedFormat, ScaledFormat)) and _names_a_format(x):
+            raise TypeError(f"{name} is the format {x!r}: the data come first and the format second, as in "
+                            "rp.round(x, fmt)")
+        if type(x).__module__.startswith("torch") and getattr(x, "requires_grad", False):
+            raise TypeError(f"{name} is a torch tensor that requires grad: rpfloat.torch.round(x, fmt) rounds "
+                            f"it with a gradient (or round {name}.detach())")
     if isinstance(x, np.ma.MaskedArray):
         raise TypeError(f"{name} is a masked array, whose masked entries rpfloat would round as numbers: use "
                         f"{name}.filled(...) or {name}.data, and mask the result with "
@@ -177,6 +186,15 @@ def input_array(x, name="x") -> np.ndarray:
             f"convert it with {name}.astype(np.float64) (one rounding to nearest) first"
         )
     return array
+
+
+def _names_a_format(x) -> bool:
+    """Whether `x` is a format, or a string that names one."""
+    try:
+        to_format(x)
+    except (TypeError, ValueError):
+        return False
+    return True
 
 
 def _python_numbers(array) -> bool:

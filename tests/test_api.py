@@ -402,6 +402,25 @@ def test_masked_arrays_are_refused():
         rp.round(np.ma.masked_array([1.0, 2.0], mask=[False, True]), "e4m3")
 
 
+def test_swapped_arguments_say_the_data_come_first():
+    x = np.ones(3)
+    for call in (lambda: rp.round("bfloat16", x), lambda: rp.round(rp.format("e4m3"), x)):
+        with pytest.raises(TypeError, match="x is the format .*the data come first"):
+            call()
+    for call in (lambda: rp.encode("e4m3", x), lambda: rp.sum("float16", x)):
+        with pytest.raises(TypeError, match="the data come first"):
+            call()
+    with pytest.raises(TypeError, match="x must hold real or complex numbers"):  # a string, not a format name
+        rp.round("1.0", "bfloat16")
+
+
+def test_torch_tensors_that_require_grad_point_to_the_torch_adapter():
+    torch = pytest.importorskip("torch")
+    with pytest.raises(TypeError, match=r"rpfloat.torch.round\(x, fmt\)"):
+        rp.round(torch.ones(2, requires_grad=True), "bfloat16")
+    assert rp.round(torch.ones(2), "bfloat16").tolist() == [1.0, 1.0]
+
+
 def test_lists_of_python_ints_and_floats():
     """Python ints beyond int64 beside floats (an object array to NumPy) are
     taken as float64, like ints alone; an int beyond float64's range is a

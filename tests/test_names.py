@@ -262,6 +262,8 @@ def test_types_without_a_preset_are_rejected(float_type, description):
         ("e4m03", "did you mean 'e4m3'"),  # zero-padded widths: no IEEE-style alias beside the OCP preset
         ("e04m3", "did you mean 'e4m3'"),
         ("e05m10", ""),
+        ("e8m0", "scale_format='e8m0'"),  # OCP's scale type, not the IEEE-style FloatFormat(8, 0)
+        ("E8M0", "FloatFormat\\(8, 0\\)"),
     ],
 )
 def test_unknown_names(name, hint):
