@@ -330,7 +330,7 @@ def test_meta_tensors_are_refused():
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_cuda_tensors_are_refused_not_copied():
-    with pytest.raises(ValueError, match=r"t is on device cuda.*GPU backend"):
+    with pytest.raises(ValueError, match=r"t is on device cuda.*rpfloat.cuda.round"):
         rpt.round(torch.ones(3, device="cuda"), "e4m3")
 
 
@@ -392,3 +392,37 @@ def test_import_without_torch_says_how_to_install_it():
     )
     printed = subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, text=True).stdout
     assert "pip install torch" in printed and "rpfloat[torch]" in printed
+
+
+# torch.compile itself warns at every graph break that a non-leaf tensor crosses (it reads its .grad)
+GRAPH_BREAK_WARNING = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+
+
+@GRAPH_BREAK_WARNING
+def test_compiled_functions_round_as_in_eager_mode_with_the_same_gradient():
+    def f(t):
+        return rpt.round(t * 2, "e4m3", grad_fmt="e5m2") + 1
+
+    t = torch.tensor([0.3, 0.7, -1.3], requires_grad=True)
+    upstream = torch.tensor([0.1, 1 / 3, 3.0])
+    compiled = torch.compile(f, backend="eager")  # the NumPy kernel is a graph break
+    expected, actual = f(t), compiled(t)
+    assert torch.equal(actual, expected)
+    assert torch.equal(torch.autograd.grad(actual, t, upstream)[0], torch.autograd.grad(expected, t, upstream)[0])
+
+
+@pytest.mark.parametrize("transform", ["vmap", "grad"])
+def test_torch_func_transforms_are_refused_clearly(transform):
+    if transform == "vmap":
+        call = lambda: torch.vmap(lambda t: rpt.round(t, "e4m3"))(torch.randn(3, 4))  # noqa: E731
+    else:
+        call = lambda: torch.func.grad(lambda t: rpt.round(t, "e4m3").sum())(torch.randn(3))  # noqa: E731
+    with pytest.raises(TypeError, match="does not support the torch.func transforms"):
+        call()
+
+
+def test_a_bad_grad_mode_or_grad_fmt_is_named():
+    with pytest.raises(ValueError, match="^grad_mode: unknown rounding mode 'bogus'"):
+        rpt.round(torch.randn(3), "e4m3", grad_fmt="e5m2", grad_mode="bogus")
+    with pytest.raises(ValueError, match="^grad_fmt: unknown format name 'zz'"):
+        rpt.round(torch.randn(3), "e4m3", grad_fmt="zz")

@@ -650,3 +650,205 @@ def test_job3_whole_model_auto_fixed_point_dump_edit_load(tmp_path):
     assert loss_fell(train(model, 200))
     assert all(representable(x, FIXED8_AUTO) for x in inputs)
     assert not representable(xor_blobs()[0], FIXED8_AUTO)
+
+
+# -- torch utilities around a quantized model ----------------------------------------------
+
+# torch.compile itself warns at every graph break that a non-leaf tensor crosses (it reads its .grad)
+GRAPH_BREAK_WARNING = pytest.mark.filterwarnings("ignore:The .grad attribute of a Tensor that is not a leaf")
+
+
+STOCHASTIC = rpt.QuantConfig(
+    parameters=rpt.TensorConfig("q2.4", "stochastic"),
+    activations=rpt.TensorConfig("q2.4", "stochastic", grad_fmt="e5m2"),
+    gradients=rpt.TensorConfig("e5m2", "stochastic"))
+
+
+def small_mlp(config=STOCHASTIC):
+    torch.manual_seed(0)
+    return rpt.quantize_model(nn.Sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2)), config, rng=0)
+
+
+@GRAPH_BREAK_WARNING
+def test_compiled_models_and_quantize_compute_as_in_eager_mode():
+    eager, compiled = small_mlp(), small_mlp()
+    run = torch.compile(compiled, backend="aot_eager")
+    x = torch.randn(5, 3, generator=torch.Generator().manual_seed(1))
+    for step in range(2):  # the same draws, step after step
+        expected, actual = eager(x), run(x)
+        assert torch.equal(actual, expected)
+        expected.sum().backward()
+        actual.sum().backward()
+        for (name, parameter), twin in zip(eager.named_parameters(), compiled.parameters()):
+            assert torch.equal(twin.grad, parameter.grad), name
+    quantize = rpt.Quantize("q1.3", "stochastic", rng=3)
+    assert torch.equal(torch.compile(quantize, backend="aot_eager")(x), rpt.Quantize("q1.3", "stochastic", rng=3)(x))
+
+
+def test_checkpointing_replays_the_draws_of_the_first_forward_pass():
+    from torch.utils.checkpoint import checkpoint
+
+    eager, checkpointed = small_mlp(), small_mlp()
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(3))
+    for step in range(2):  # the streams move on as without checkpointing
+        expected = eager(x)
+        actual = checkpoint(checkpointed, x, use_reentrant=False, context_fn=rpt.checkpoint_context)
+        assert torch.equal(actual, expected)
+        expected.square().sum().backward()
+        actual.square().sum().backward()
+        for (name, parameter), twin in zip(eager.named_parameters(), checkpointed.parameters()):
+            assert torch.equal(twin.grad, parameter.grad), name
+    quantize, twin = rpt.Quantize("q1.3", "stochastic", rng=0), rpt.Quantize("q1.3", "stochastic", rng=0)
+    t = torch.full((6,), 0.3, requires_grad=True)
+    output = checkpoint(lambda u: quantize(u).square(), t, use_reentrant=False, context_fn=rpt.checkpoint_context)
+    assert torch.equal(torch.autograd.grad(output.sum(), t)[0], 2 * twin(t).detach())
+
+
+def test_checkpointing_without_the_context_refuses_to_draw_anew():
+    from torch.utils.checkpoint import checkpoint
+
+    x = torch.randn(4, 3, requires_grad=True)
+    for use_reentrant in (False, True):
+        output = checkpoint(small_mlp(), x, use_reentrant=use_reentrant)
+        with pytest.raises(RuntimeError, match="rounds stochastically in a forward pass recomputed"):
+            output.sum().backward()
+        quantize = rpt.Quantize("q1.3", "stochastic", rng=0)
+        output = checkpoint(lambda t: quantize(t).square(), x, use_reentrant=use_reentrant)
+        with pytest.raises(RuntimeError, match="Quantize rounds stochastically"):
+            output.sum().backward()
+    deterministic = small_mlp(rpt.QuantConfig(parameters="q2.4", activations="q2.4"))
+    expected = torch.autograd.grad(deterministic(x).sum(), deterministic[0].weight)[0]
+    output = checkpoint(deterministic, x, use_reentrant=False)  # nothing drawn: recomputed alike
+    assert torch.equal(torch.autograd.grad(output.sum(), deterministic[0].weight)[0], expected)
+
+
+FUNCTIONAL_CALL_GRAD_FMT = rp.FixedFormat(4, 2)
+
+
+def test_functional_call_with_non_leaf_fast_weights():
+    model = rpt.quantize_model(nn.Linear(3, 2), rpt.QuantConfig(parameters="q2.4", gradients=FUNCTIONAL_CALL_GRAD_FMT))
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(2))
+    params = dict(model.named_parameters())
+    loss = torch.func.functional_call(model, params, (x,)).sum()
+    grads = torch.autograd.grad(loss, list(params.values()), create_graph=True)
+    fast = {name: parameter - 0.1 * grad for (name, parameter), grad in zip(params.items(), grads)}
+    torch.func.functional_call(model, fast, (x,)).square().sum().backward()  # non-leaf: no hook of its own
+    assert representable(model.weight.grad, FUNCTIONAL_CALL_GRAD_FMT)  # rounded where it accumulates
+
+
+def test_functional_call_with_fresh_leaves_keeps_one_gradient_hook_per_tensor():
+    grad_fmt = FUNCTIONAL_CALL_GRAD_FMT
+    model = rpt.quantize_model(nn.Linear(3, 2), rpt.QuantConfig(parameters="q2.4", gradients=grad_fmt))
+    x = torch.randn(4, 3, generator=torch.Generator().manual_seed(2))
+    for step in range(3):  # fresh leaves per call, then the model itself: one hook per tensor
+        leaves = {name: value.detach().clone().requires_grad_() for name, value in model.named_parameters()}
+        torch.func.functional_call(model, leaves, (x,)).sum().backward()
+        assert representable(leaves["weight"].grad, grad_fmt)
+        model(x).sum().backward()
+        assert len(model.weight._post_accumulate_grad_hooks) == 1
+        assert len(leaves["weight"]._post_accumulate_grad_hooks) == 1
+    assert len(model.__dict__[modules._STATE_ATTRIBUTE].handles) == 2  # the two module hooks
+
+
+@pytest.mark.parametrize("computed", ["weight_norm", "spectral_norm", "prune"])
+def test_parametrized_and_pruned_weights_are_named_in_a_clear_error(computed):
+    import torch.nn.utils.prune  # noqa: F401
+
+    torch.manual_seed(6)
+    layer = nn.Linear(3, 2)
+    if computed == "prune":
+        torch.nn.utils.prune.l1_unstructured(layer, "weight", 0.5)
+    else:
+        layer = getattr(nn.utils.parametrizations, computed)(layer)
+    model = nn.Sequential(layer)
+    rpt.quantize_model(model, rpt.QuantConfig(activations="q2.2"))  # only activations: nothing to refuse
+    output = model(torch.randn(2, 3))
+    assert torch.equal(output, rpt.round(output, "q2.2"))
+    listed = list(rpt.QuantConfig().for_model(model))
+    assert listed == ["0.weight", "0.weight.grad", "0.bias", "0.bias.grad", "0.input", "0.output"]
+    remedy = "prune.remove" if computed == "prune" else "remove_parametrizations"
+    with pytest.raises(ValueError, match=rf"0.weight is computed by .*\['0.weight', '0.weight.grad'\] .*{remedy}"):
+        rpt.quantize_model(model, rpt.QuantConfig(parameters="q2.2", gradients="q2.2"))
+    rpt.quantize_model(model, rpt.QuantConfig(parameters="q1.1", tensors={"0.weight": None, "0.weight.grad": None}))
+    model(torch.randn(2, 3))
+
+
+def test_lazy_batch_norm_is_quantized_like_its_plain_type():
+    torch.manual_seed(7)
+    model = nn.Sequential(nn.LazyLinear(4), nn.LazyBatchNorm1d())
+    fmt = rp.FixedFormat(2, 2)
+    config = rpt.QuantConfig(parameters=fmt, activations=fmt)
+    assert "1.weight" in config.for_model(model)
+    rpt.quantize_model(model, config)
+    with torch.no_grad():
+        model(torch.randn(8, 3))  # creates the parameters
+        model[1].weight.uniform_(0.5, 1.5)
+        model[1].bias.uniform_(-0.3, 0.3)
+    model.eval()
+    x = torch.randn(8, 3)
+    output = model(x)
+    hidden = F.linear(x, rpt.round(model[0].weight, fmt), rpt.round(model[0].bias, fmt))
+    norm = model[1]
+    expected = F.batch_norm(rpt.round(hidden, fmt), norm.running_mean, norm.running_var,
+                            rpt.round(norm.weight, fmt), rpt.round(norm.bias, fmt), eps=norm.eps)
+    assert torch.equal(output, rpt.round(expected, fmt))
+
+
+def test_a_tied_weight_takes_the_gradient_entry_of_its_first_name():
+    class TiedLM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(10, 4)
+            self.head = nn.Linear(4, 10, bias=False)
+            self.head.weight = self.emb.weight
+
+        def forward(self, tokens):
+            return self.head(self.emb(tokens))
+
+    torch.manual_seed(8)
+    model = rpt.quantize_model(TiedLM(), rpt.QuantConfig(gradients="q1.1", tensors={"emb.weight.grad": None}))
+    model(torch.tensor([1, 2])).square().sum().backward()
+    assert not representable(model.emb.weight.grad, "q1.1")  # not rounded: its first name says None
+    model = rpt.quantize_model(TiedLM(), rpt.QuantConfig(tensors={"emb.weight.grad": "q1.1"}))
+    model(torch.tensor([1, 2])).square().sum().backward()
+    assert representable(model.emb.weight.grad, "q1.1")
+
+
+def test_namedtuple_outputs_are_rounded_and_keep_their_type():
+    import collections
+
+    Pair = collections.namedtuple("Pair", "product total")
+
+    class TwoOutputs(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = nn.Parameter(torch.ones(2))
+
+        def forward(self, x):
+            return Pair(x * self.w, x + self.w)
+
+    rpt.register_quantizable(TwoOutputs, ["w"])
+    try:
+        model = rpt.quantize_model(TwoOutputs(), rpt.QuantConfig(activations="q2.1"))
+        output = model(torch.tensor([0.3, 0.6]))
+    finally:
+        del modules._QUANTIZABLE[TwoOutputs]
+    assert type(output) is Pair
+    assert torch.equal(output.product, torch.tensor([0.5, 0.5])) and torch.equal(output.total, torch.tensor([1.5, 1.5]))
+
+
+def test_config_errors_name_the_argument_and_the_tensor():
+    with pytest.raises(ValueError, match="^grad_fmt: unknown format name 'zz'"):
+        rpt.TensorConfig("e4m3", grad_fmt="zz")
+    with pytest.raises(ValueError, match="^fmt: unknown format name 'zz'"):
+        rpt.TensorConfig("zz")
+    with pytest.raises(ValueError, match="^0.weight: fmt: unknown format name 'zz'"):
+        rpt.QuantConfig(tensors={"0.weight": "zz"})
+    with pytest.raises(ValueError, match="^activations: fmt: unknown format name 'zz'"):
+        rpt.QuantConfig(activations="zz")
+    blocks = rp.ScaledFormat(rp.format("e4m3"), block_size=4, axis=1)
+    with pytest.raises(ValueError, match="^0.bias: the format's axis=1 is out of range"):
+        rpt.quantize_model(nn.Sequential(nn.Linear(6, 8)), rpt.QuantConfig(parameters=blocks))
+    model = rpt.quantize_model(nn.Sequential(nn.Linear(6, 8)), rpt.QuantConfig(activations=blocks))
+    with pytest.raises(ValueError, match="^0.output: the format's axis=1 is out of range"):
+        model(torch.randn(6))  # an activation's shape shows only in the forward pass

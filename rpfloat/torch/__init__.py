@@ -21,6 +21,7 @@ from .modules import (
     QuantConfig,
     Quantize,
     TensorConfig,
+    checkpoint_context,
     master_parameter,
     quantize_model,
     quantized_state_dict,
@@ -38,4 +39,5 @@ __all__ = [
     "quantized_state_dict",
     "master_parameter",
     "register_quantizable",
+    "checkpoint_context",
 ]

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .._plan import plan_for
+from ..modes import parse_mode
 from ..presets import format as to_format
 from ..scaledformat import ScaledFormat
 from ..scaling import block_layout_of
@@ -92,7 +93,8 @@ def round(
     Raises
     ------
     TypeError
-        If `t` is not a tensor, not a strided tensor, or of another dtype; or if
+        If `t` is not a tensor, not a strided tensor, or of another dtype, or is
+        the tensor of a ``torch.func`` transform (``vmap``, ``grad``); or if
         `rng` or `grad_rng` is of an unknown type.
     ValueError
         If `t` is not on the CPU (CUDA and meta tensors are refused, never
@@ -115,8 +117,10 @@ def round(
     grad_rounding = None
     if grad_fmt is not None:
         _check_rng(grad_rng, "grad_rng")
-        plan_for(grad_fmt, grad_mode, None, None, _compute_dtype(data))  # fail now, not in backward
-        if isinstance(scaled := to_format(grad_fmt), ScaledFormat):
+        grad_format = _argument(to_format, grad_fmt, "grad_fmt")
+        _argument(parse_mode, grad_mode, "grad_mode")
+        plan_for(grad_format, grad_mode, None, None, _compute_dtype(data))  # fail now, not in backward
+        if isinstance(scaled := grad_format, ScaledFormat):
             try:
                 block_layout_of(tuple(data.shape), scaled)  # its axis against the gradient's shape
             except ValueError as error:
@@ -125,6 +129,9 @@ def round(
     if t.requires_grad and torch.is_grad_enabled():
         return RPRound.apply(t, fmt, mode, rng, rand_bits, overflow, grad_rounding)
     return _round_data(data, fmt, mode, rng, rand_bits, overflow)
+
+
+round = torch.compiler.disable(round)  # under torch.compile: a graph break, the NumPy kernel never traced
 
 
 class RPRound(torch.autograd.Function):
@@ -165,6 +172,14 @@ def _round_data(data, fmt, mode, rng, rand_bits, overflow):
     return result if result.dtype == data.dtype else result.to(data.dtype)
 
 
+def _argument(parse, value, name):
+    """``parse(value)``, its error prefixed with the argument's `name`."""
+    try:
+        return parse(value)
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"{name}: {error}") from None
+
+
 def _compute_dtype(data) -> np.dtype:
     return _NUMPY_DTYPE_OF.get(data.dtype, np.dtype(np.float32))  # bfloat16 -> float32
 
@@ -176,11 +191,18 @@ def _checked_data(t):
             f"t must be a torch.Tensor, got {type(t).__name__}; "
             "for NumPy arrays and Python numbers use rpfloat.round"
         )
+    if torch._C._functorch.is_functorch_wrapped_tensor(t):
+        raise TypeError(
+            "rpfloat.torch.round does not support the torch.func transforms (vmap, grad, jacrev, ...): "
+            "it reads the tensor's data through NumPy. Call it outside the transform (for a batch, "
+            "round the whole batched tensor at once)"
+        )
     if t.device.type != "cpu":
         raise ValueError(
-            f"t is on device {t.device}; rpfloat.torch.round rounds CPU tensors only for now "
-            "(rounding on the GPU comes with the GPU backend). It never copies to the host "
-            "itself: pass t.cpu() if a host copy is what you want"
+            f"t is on device {t.device}; rpfloat.torch.round rounds CPU tensors only, with gradients. "
+            "rpfloat.cuda.round(t, fmt) rounds a CUDA tensor on its device, without a gradient "
+            "(docs/gpu.md); rpfloat.torch.round never copies to the host itself: pass t.cpu() if a "
+            "host copy is what you want"
         )
     if t.is_nested:
         raise TypeError("t must be a dense (strided) tensor, got a nested tensor; round its components "

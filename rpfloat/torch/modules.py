@@ -17,7 +17,7 @@ import dataclasses
 import hashlib
 import json
 import numbers
-import weakref
+import threading
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -25,12 +25,16 @@ import numpy as np
 import torch
 from torch import nn
 from torch.nn.parameter import is_lazy
+from torch.nn.utils import parametrize
+from torch.utils.weak import WeakIdKeyDictionary
 
 from ..fixedformat import FixedFormat
 from ..floatformat import FloatFormat
 from ..modes import parse_mode
 from ..presets import format as to_format
 from ..scaledformat import SCALE_ROUNDINGS, ScaledFormat
+from ..scaling import block_layout_of
+from .functional import _argument
 from .functional import round as round_tensor
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "quantized_state_dict",
     "master_parameter",
     "register_quantizable",
+    "checkpoint_context",
 ]
 
 SCALE_POLICIES = ("fixed", "auto")
@@ -129,7 +134,9 @@ class Quantize(nn.Module):
         numbers from them, so a training loop never reuses the draws of an
         earlier step. With an int seed a module built anew replays the same
         sequence of draws (reproducible runs); None seeds from OS entropy. The
-        streams' positions are not part of ``state_dict()``.
+        streams' positions are not part of ``state_dict()``. A stochastic
+        Quantize refuses to run in a forward pass recomputed by activation
+        checkpointing, where it would draw anew.
 
     Examples
     --------
@@ -151,8 +158,9 @@ class Quantize(nn.Module):
         self.grad_rng = _stream(root, "gradients")
 
     def forward(self, x):
+        rng = _forward_stream(self.rng, "Quantize") if parse_mode(self.mode).is_stochastic else self.rng
         return round_tensor(
-            x, self.fmt, self.mode, rng=self.rng,
+            x, self.fmt, self.mode, rng=rng,
             grad_fmt=self.grad_fmt, grad_mode=self.grad_mode, grad_rng=self.grad_rng,
         )
 
@@ -161,6 +169,117 @@ class Quantize(nn.Module):
         if self.grad_fmt is not None:
             text += f", grad_fmt={_format_label(self.grad_fmt)}, grad_mode={self.grad_mode!r}"
         return text
+
+
+# -- activation checkpointing ------------------------------------------------------
+
+_checkpointing = threading.local()  # .records, .replays: stacks of the _DrawRecord in use
+
+
+class _DrawRecord:
+    """The states that the random streams of the stochastic forward roundings
+    of one checkpointed call started from, in call order per stream."""
+
+    def __init__(self):
+        self.states: dict[int, list] = {}
+
+    def recording(self):
+        return _Entered(self, "records", None)
+
+    def replaying(self):
+        return _Entered(self, "replays", {})
+
+
+class _Entered:
+    """A context manager that puts a _DrawRecord on one of the stacks of
+    `_checkpointing` (re-enterable: each recomputation replays from the start)."""
+
+    def __init__(self, record, stack, cursors):
+        self.record, self.stack, self.cursors = record, stack, cursors
+
+    def __enter__(self):
+        if self.cursors is not None:
+            self.cursors = {}
+        stack = getattr(_checkpointing, self.stack, None)
+        if stack is None:
+            stack = []
+            setattr(_checkpointing, self.stack, stack)
+        stack.append(self)
+        return self
+
+    def __exit__(self, *exc_info):
+        getattr(_checkpointing, self.stack).remove(self)
+        return False
+
+
+def checkpoint_context():
+    """The ``context_fn`` of ``torch.utils.checkpoint.checkpoint`` that makes a
+    recomputed forward pass round stochastically as the first one did.
+
+    Activation checkpointing runs the forward pass of the checkpointed function
+    again during the backward pass. With these contexts the stochastic roundings
+    of :class:`Quantize` and of :func:`quantize_model` record where their random
+    streams stood in the first pass and replay those draws in the recomputation,
+    so the gradients are those of the forward pass that gave the loss, and the
+    streams move on as without checkpointing. Without them, such a rounding
+    raises in the recomputation. Works with ``use_reentrant=False``.
+
+    Returns
+    -------
+    tuple of two context managers
+        The forward context and the recomputation context.
+
+    Examples
+    --------
+    >>> import torch
+    >>> from torch.utils.checkpoint import checkpoint
+    >>> quantize = Quantize("q1.3", "stochastic", rng=0)
+    >>> x = torch.full((4,), 0.3, requires_grad=True)
+    >>> y = checkpoint(lambda t: quantize(t).square(), x, use_reentrant=False, context_fn=checkpoint_context)
+    >>> y.sum().backward()
+    >>> torch.equal(x.grad, 2 * Quantize("q1.3", "stochastic", rng=0)(x).detach())
+    True
+    """
+    record = _DrawRecord()
+    return record.recording(), record.replaying()
+
+
+@torch.compiler.disable  # (run time state: never traced into a compiled graph)
+def _in_backward_pass() -> bool:
+    """Whether autograd is running a backward pass on this thread (a forward pass
+    then is a recomputation); False where torch does not say (its private hook)."""
+    current_task = getattr(torch._C, "_current_graph_task_id", None)
+    return current_task is not None and current_task() != -1
+
+
+def _forward_stream(rng: np.random.Generator, what: str) -> np.random.Generator:
+    """The generator a stochastic rounding of a forward pass draws from: `rng`,
+    whose state is recorded inside a :func:`checkpoint_context`; in a forward
+    pass recomputed during the backward pass, a generator replaying the draws of
+    the first pass. Raise where a recomputation has nothing to replay: its draws
+    would be new, and the gradients would belong to another forward pass."""
+    key = id(rng)
+    replays = getattr(_checkpointing, "replays", None)
+    if _in_backward_pass():
+        if not replays:
+            raise RuntimeError(
+                f"{what} rounds stochastically in a forward pass recomputed during the backward pass "
+                "(activation checkpointing, torch.utils.checkpoint): the recomputation would draw new random "
+                "numbers, and the gradients would not belong to the forward pass that gave the loss. Pass "
+                "context_fn=rpfloat.torch.checkpoint_context (with use_reentrant=False) to replay the draws, "
+                "or leave the stochastic roundings outside the checkpointed function")
+        replay = replays[-1]
+        states = replay.record.states.get(key, [])
+        position = replay.cursors.get(key, 0)
+        if position >= len(states):
+            raise RuntimeError(f"{what}: the recomputed forward pass rounds more often than the first one did")
+        replay.cursors[key] = position + 1
+        rng = np.random.Generator(type(rng.bit_generator)())
+        rng.bit_generator.state = states[position]
+    records = getattr(_checkpointing, "records", None)
+    if records:
+        records[-1].record.states.setdefault(key, []).append(rng.bit_generator.state)
+    return rng
 
 
 def _format_label(fmt) -> str:
@@ -236,11 +355,11 @@ class TensorConfig:
         set_field = object.__setattr__.__get__(self)
         if self.fmt is None:
             raise ValueError("fmt must be a format; leave a tensor unrounded with None in place of its TensorConfig")
-        set_field("fmt", to_format(self.fmt))
+        set_field("fmt", _argument(to_format, self.fmt, "fmt"))
         set_field("mode", _mode_name(self.mode, "mode"))
         set_field("grad_mode", _mode_name(self.grad_mode, "grad_mode"))
         if self.grad_fmt is not None:
-            set_field("grad_fmt", to_format(self.grad_fmt))
+            set_field("grad_fmt", _argument(to_format, self.grad_fmt, "grad_fmt"))
         if self.scale not in SCALE_POLICIES:
             raise ValueError(f"scale must be one of {SCALE_POLICIES}, got {self.scale!r}")
         if self.scale_rounding not in SCALE_ROUNDINGS:
@@ -458,7 +577,7 @@ def _entry(entry, kind, where) -> TensorConfig | None:
     if entry is None:
         return None
     if not isinstance(entry, TensorConfig):
-        entry = TensorConfig(entry)
+        entry = _argument(TensorConfig, entry, where)
     if kind != "activations" and entry.grad_fmt is not None:
         hint = "its gradient has an entry of its own, '<parameter>.grad'" if kind == "parameters" else (
             "a gradient is not rounded again in the backward pass")
@@ -601,17 +720,39 @@ def register_quantizable(module_type: type, parameter_names) -> type:
 
 def _quantizable_names(module) -> tuple[str, ...] | None:
     """The names of the parameters of `module` that are rounded, or None when its
-    type is not quantizable; the most specific registered type wins."""
-    for klass in type(module).__mro__:
+    type is not quantizable; the most specific registered type wins. A lazy
+    module (nn.LazyBatchNorm1d) counts as the type it becomes at its first call."""
+    klasses = type(module).__mro__
+    if isinstance(module, nn.modules.lazy.LazyModuleMixin) and getattr(module, "cls_to_become", None) is not None:
+        klasses = (*klasses, *module.cls_to_become.__mro__)
+    for klass in klasses:
         if klass in _QUANTIZABLE:
             names = _QUANTIZABLE[klass]
             for name in names:
                 # (an optional parameter left out may be a plain None: MultiheadAttention's bias_k)
-                if name not in module._parameters and getattr(module, name, False) is not None:
+                if (name not in module._parameters and getattr(module, name, False) is not None
+                        and _computed_by(module, name) is None):
                     raise ValueError(
                         f"{type(module).__name__} is registered with parameter {name!r}, which it does not have "
                         f"(its parameters: {list(module._parameters)})")
-            return tuple(name for name in names if module._parameters.get(name) is not None)
+            return tuple(name for name in names
+                         if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
+    return None
+
+
+def _computed_by(module, name) -> tuple[str, str] | None:
+    """What computes parameter `name` of `module` from other tensors, and how to
+    undo it, in words: a parametrization (weight_norm, spectral_norm,
+    torch.nn.utils.parametrize) or pruning (torch.nn.utils.prune); None for a
+    plain parameter."""
+    if parametrize.is_parametrized(module, name):
+        steps = ", ".join(type(step).__name__ for step in module.parametrizations[name])
+        return (f"the parametrization {steps} (torch.nn.utils.parametrize, which weight_norm and "
+                "spectral_norm use)",
+                f"torch.nn.utils.parametrize.remove_parametrizations(module, {name!r}) before quantizing")
+    if f"{name}_orig" in module._parameters and f"{name}_mask" in module._buffers:
+        return ("pruning (torch.nn.utils.prune)",
+                f"make the pruning permanent with torch.nn.utils.prune.remove(module, {name!r}) before quantizing")
     return None
 
 
@@ -642,26 +783,38 @@ def _tensor_names(model) -> list[str]:
 class _Rounding:
     """One tensor's rounding: formats, modes and its own random streams."""
 
-    __slots__ = ("fmt", "mode", "grad_fmt", "grad_mode", "rng", "grad_rng")
+    __slots__ = ("name", "fmt", "mode", "grad_fmt", "grad_mode", "rng", "grad_rng", "stochastic")
 
     def __init__(self, config: TensorConfig, root, name):
+        self.name = name
         self.fmt, self.mode = config.format, config.mode
         self.grad_fmt, self.grad_mode = config.grad_format, config.grad_mode
         self.rng = _stream(root, name)
         self.grad_rng = _stream(root, f"{name}.grad") if self.grad_fmt is not None else None
+        self.stochastic = parse_mode(self.mode).is_stochastic
 
-    def __call__(self, t):
-        return round_tensor(
-            t, self.fmt, self.mode, rng=self.rng,
-            grad_fmt=self.grad_fmt, grad_mode=self.grad_mode, grad_rng=self.grad_rng,
-        )
+    def __call__(self, t, rng=None):
+        try:
+            return round_tensor(
+                t, self.fmt, self.mode, rng=self.rng if rng is None else rng,
+                grad_fmt=self.grad_fmt, grad_mode=self.grad_mode, grad_rng=self.grad_rng,
+            )
+        except (TypeError, ValueError) as error:
+            raise type(error)(f"{self.name}: {error}") from None
+
+    def in_forward(self, t):
+        """`t` rounded in a forward pass; a stochastic rounding draws as
+        :func:`_forward_stream` says (activation checkpointing)."""
+        return self(t, _forward_stream(self.rng, repr(self.name)) if self.stochastic else None)
 
     def round_floating(self, value):
-        """`value` rounded where it is a floating tensor, or a tuple or list of them."""
+        """`value` rounded in a forward pass where it is a floating tensor, or a
+        tuple (a namedtuple too) or list of them."""
         if isinstance(value, torch.Tensor):
-            return self(value) if value.is_floating_point() else value
-        if type(value) in (tuple, list):
-            return type(value)(self.round_floating(item) for item in value)
+            return self.in_forward(value) if value.is_floating_point() else value
+        if isinstance(value, (tuple, list)):
+            items = [self.round_floating(item) for item in value]
+            return type(value)(*items) if hasattr(type(value), "_fields") else type(value)(items)
         return value
 
 
@@ -709,23 +862,30 @@ class _ModuleQuantization:
         self.gradients: dict[str, _GradRounding] = {}
         self.input: _Rounding | None = None
         self.output: _Rounding | None = None
-        self.handles = []
-        self._hooked: dict[str, weakref.ref] = {}  # the parameter objects that carry our gradient hooks
+        self.handles = []  # of the module hooks
+        # parameter name -> {tensor that carries our gradient hook: its handle}; weak, so that the
+        # tensors that torch.func.functional_call puts in place for one call take their hooks along
+        self._hooked: dict[str, WeakIdKeyDictionary] = {}
 
     def __getstate__(self):  # copies and pickles hook the gradients of their own parameters anew
         return {**self.__dict__, "_hooked": {}}
 
     def hook_gradients(self, module):
         """Put the gradient hooks on the module's parameters, unless they are
-        there already: a copied or unpickled model, or a parameter replaced
-        (``load_state_dict(..., assign=True)``), gets them at its next forward."""
+        there already: a copied or unpickled model, a parameter replaced
+        (``load_state_dict(..., assign=True)``), or the leaf tensors that
+        ``torch.func.functional_call`` puts in place, get them at their forward;
+        each tensor carries one hook. Tensors that accumulate no ``.grad``
+        (non-leaf ones such as fast weights computed from the parameters, and
+        those that do not require grad) get none."""
         for name, hook in self.gradients.items():
             parameter = module._parameters[name]
-            hooked = self._hooked.get(name)
-            if (parameter is not None and not is_lazy(parameter)  # (hooked once materialised)
-                    and (hooked is None or hooked() is not parameter)):
-                self.handles.append(parameter.register_post_accumulate_grad_hook(hook))
-                self._hooked[name] = weakref.ref(parameter)
+            if (parameter is None or is_lazy(parameter)  # (hooked once materialised)
+                    or not (parameter.is_leaf and parameter.requires_grad)):
+                continue
+            hooked = self._hooked.setdefault(name, WeakIdKeyDictionary())
+            if parameter not in hooked:
+                hooked[parameter] = parameter.register_post_accumulate_grad_hook(hook)
 
     def before_forward(self, module, args):
         if self.gradients:
@@ -735,7 +895,7 @@ class _ModuleQuantization:
         # parameters(), state_dict() and the optimizer see) keeps the masters.
         for name, rounding in self.parameters.items():
             if (parameter := module._parameters[name]) is not None:
-                module.__dict__[name] = rounding(parameter)
+                module.__dict__[name] = rounding.in_forward(parameter)
         if self.input is not None:
             return self.input.round_floating(tuple(args))
         return None
@@ -750,6 +910,10 @@ class _ModuleQuantization:
     def detach(self, module):
         for handle in self.handles:
             handle.remove()
+        for hooked in self._hooked.values():
+            for handle in list(hooked.values()):
+                handle.remove()
+        self._hooked = {}
         for name in self.parameters:
             module.__dict__.pop(name, None)
 
@@ -757,14 +921,15 @@ class _ModuleQuantization:
 def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Module:
     """Attach the rounding of `config` to every supported module of `model`.
 
-    Supported are nn.Linear, nn.Conv1d/2d/3d, nn.BatchNorm1d/2d/3d, nn.Embedding
-    and the types given to :func:`register_quantizable`. For each such module,
-    forward hooks make the forward pass see its parameters rounded (fresh copies
-    at every call) and round its input and output as configured; the gradient
-    of an activation with a `grad_fmt` is rounded in the backward pass, and a
-    hook on each parameter with a ``".grad"`` rounding rounds ``param.grad``
-    once the backward pass has accumulated it. Buffers (BatchNorm's running
-    statistics) are not rounded.
+    Supported are nn.Linear, nn.Conv1d/2d/3d, nn.BatchNorm1d/2d/3d, nn.Embedding,
+    nn.MultiheadAttention, the lazy modules that become one of them
+    (nn.LazyBatchNorm1d), and the types given to :func:`register_quantizable`.
+    For each such module, forward hooks make the forward pass see its
+    parameters rounded (fresh copies at every call) and round its input and
+    output as configured; the gradient of an activation with a `grad_fmt` is
+    rounded in the backward pass, and a hook on each parameter with a
+    ``".grad"`` rounding rounds ``param.grad`` once the backward pass has
+    accumulated it. Buffers (BatchNorm's running statistics) are not rounded.
 
     The parameters stay the float32 master weights: ``model.parameters()``,
     the optimizer and ``model.state_dict()`` see them, unrounded (checkpoints
@@ -782,12 +947,21 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
     rng : None, int, numpy.random.SeedSequence, numpy.random.Generator or torch.Generator
         Seeds one random stream per tensor (derived from the tensor's name) for
         the stochastic modes; every call draws afresh from it. An int makes
-        runs reproducible; None draws the seed from OS entropy.
+        runs reproducible; None draws the seed from OS entropy. A stochastic
+        rounding refuses to run in a forward pass recomputed by activation
+        checkpointing, where it would draw anew.
 
     Returns
     -------
     nn.Module
         `model`.
+
+    Raises
+    ------
+    ValueError
+        If `config` names a tensor the model does not have, a scaled format does
+        not fit a parameter's shape, or a weight computed by a parametrization
+        (weight_norm, spectral_norm) or by pruning would be rounded.
 
     Examples
     --------
@@ -811,17 +985,30 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
         raise ValueError(f"config has entries for tensors the model does not have: {unknown}; "
                          f"its tensors are {known}")
     root = _root_seed(rng)
-    rounded_grads = set()
+    gradients_decided = set()
     for prefix, module, parameter_names, host in _quantizable_modules(model):
         state = _ModuleQuantization()
         for name in parameter_names:
-            parameter = module._parameters[name]
-            if (entry := config.resolve(prefix + name)) is not None:
+            parameter = module._parameters.get(name)
+            entries = {key: config.resolve(key) for key in (prefix + name, f"{prefix}{name}.grad")}
+            if (computed_by := _computed_by(module, name)) is not None:
+                rounded = [key for key, entry in entries.items() if entry is not None]
+                if rounded:
+                    what, remedy = computed_by
+                    raise ValueError(
+                        f"{prefix}{name} is computed by {what}, which quantize_model cannot round: "
+                        f"map {rounded} to None in the config (the module's other tensors, its input and "
+                        f"output are still rounded), or {remedy}")
+                continue
+            for key, entry in entries.items():
+                _check_fits(entry, parameter, key)
+            if (entry := entries[prefix + name]) is not None:
                 state.parameters[name] = _Rounding(entry, root, prefix + name)
             grad_name = f"{prefix}{name}.grad"
-            if (entry := config.resolve(grad_name)) is not None and id(parameter) not in rounded_grads:
-                rounded_grads.add(id(parameter))  # a shared parameter accumulates one gradient
-                state.gradients[name] = _GradRounding(_Rounding(entry, root, grad_name))
+            if id(parameter) not in gradients_decided:  # a shared parameter: its first name decides
+                gradients_decided.add(id(parameter))
+                if (entry := entries[grad_name]) is not None:
+                    state.gradients[name] = _GradRounding(_Rounding(entry, root, grad_name))
         state.hook_gradients(module)
         for site in _ACTIVATION_SITES if host is module else ():
             if (entry := config.resolve(prefix + site)) is not None:
@@ -836,6 +1023,19 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
             state.handles.append(host.register_forward_hook(hooks.after_forward, prepend=True, always_call=True))
         module.__dict__[_STATE_ATTRIBUTE] = state
     return model
+
+
+def _check_fits(entry, parameter, name) -> None:
+    """Raise, naming the tensor, if the scaled format of `entry` cannot lay its
+    blocks along the parameter's shape (its axis beyond the dimensions)."""
+    if entry is None or parameter is None or is_lazy(parameter):
+        return
+    for fmt in (entry.format, entry.grad_format):
+        if isinstance(fmt, ScaledFormat):
+            try:
+                block_layout_of(tuple(parameter.shape), fmt)
+            except ValueError as error:
+                raise ValueError(f"{name}: {error}") from None
 
 
 def remove_quantization(model: nn.Module) -> nn.Module:
