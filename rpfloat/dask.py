@@ -131,15 +131,15 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     x = _dask_array(x, "x")
     _rounding.check_encode_keywords(round_kwargs)
     overflow, rng, rand_bits = (round_kwargs.get(name) for name in ("overflow", "rng", "rand_bits"))
-    plan = _plan(x, fmt, mode, overflow, rand_bits)
     fmt = to_format(fmt)
+    if not isinstance(fmt, ScaledFormat) and fmt.bits is None:  # (rp.encode's first complaint)
+        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
+    plan = _plan(x, fmt, mode, overflow, rand_bits)
     seed = _stream_seed(rng) if plan.mode.is_stochastic else None
     if plan.mode.is_stochastic or isinstance(fmt, ScaledFormat):
         _known_chunks(x, "x", "a stochastic mode or a scaled format")
     if isinstance(fmt, ScaledFormat):
         return _encode_scaled(_scaled_chunks(x, fmt, plan.mode.is_stochastic), fmt, mode, seed, rand_bits)
-    if fmt.bits is None:
-        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     if plan.result_dtype.kind == "c":
         raise TypeError("encode takes real numbers; encode x.real and x.imag separately")
     code_dtype = _codes.code_dtype(fmt.bits)
@@ -273,9 +273,12 @@ def _known_chunks(x, argument, what, axes=None):
 
 
 def _plan(x, fmt, mode, overflow, rand_bits):
-    """rp.round's plan for chunks of `x` (validates every argument but rng, as rp.round does)."""
-    _rounding.input_array(np.empty(0, x.dtype))  # rp.round's dtype checks and messages
-    return plan_for(fmt, mode, overflow, rand_bits, x.dtype)
+    """rp.round's plan for chunks of `x` (validates every argument but rng, as rp.round does),
+    for the dtype rp.round computes in (ml_dtypes data: float32)."""
+    meta = getattr(x, "_meta", None)
+    # rp.round's dtype checks and messages (masked chunks among them)
+    computed = _rounding.input_array(meta if isinstance(meta, np.ma.MaskedArray) else np.empty(0, x.dtype))
+    return plan_for(fmt, mode, overflow, rand_bits, computed.dtype)
 
 
 def _stream_seed(rng):

@@ -99,6 +99,30 @@ def test_complex_and_integer_input(chunks):
                      rp.round(k, "e2m1", "stochastic_equal", rng=4))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_ml_dtypes_chunks_are_float32_data(mode):
+    """ml_dtypes arrays (bfloat16, int4) are float32 data, as for rp.round: the
+    lazy dtype is the computed one, and formats with a float16 carrier work
+    (they failed at graph build, or gave float16 meta and crashed at compute)."""
+    import ml_dtypes
+    x = np.array([[0.1, 1.3], [-2.7, 5.0]], dtype=ml_dtypes.bfloat16)
+    y = np.array([[1, -3], [7, 2]], dtype=ml_dtypes.int4)
+    for data in (x, y):
+        lazy = rpd.round(da.from_array(data, chunks=(2, 1)), "e4m3", mode, rng=3)
+        assert lazy.dtype == np.float32
+        assert_same_bits(lazy.compute(), rp.round(data, "e4m3", mode, rng=3))
+        codes = rpd.encode(da.from_array(data, chunks=(1, 2)), "e4m3", mode, rng=3)
+        assert np.array_equal(codes.compute(), rp.encode(data, "e4m3", mode, rng=3))
+
+
+def test_masked_chunks_and_formats_without_codes_fail_at_graph_build():
+    masked = np.ma.masked_array(np.arange(6.0), mask=[0, 1, 0, 0, 1, 0])
+    with pytest.raises(TypeError, match="x is a masked array"):
+        rpd.round(da.ma.masked_array(da.from_array(masked.data, chunks=3), mask=masked.mask), "e4m3")
+    with pytest.raises(ValueError, match="fmt has no encoding"):  # before the bad mode, as rp.encode says
+        rpd.encode(da.ones(3), rp.FloatFormat(None, 4), mode="sideways")
+
+
 def test_zero_dimensional_and_empty_arrays():
     assert_same_bits(_compute(rpd.round(da.from_array(np.array(1 / 3)), "e4m3", "stochastic", rng=2)),
                      rp.round(np.array(1 / 3), "e4m3", "stochastic", rng=2))
