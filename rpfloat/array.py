@@ -112,8 +112,7 @@ from .modes import Mode, parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
 from ._plan import random_key
-from .rounding import input_array
-from .rounding import round as _round_onto
+from .rounding import input_array, is_ml_dtype, round as _round_onto
 
 __all__ = ["RPArray", "asarray", "format_contains"]
 
@@ -1003,13 +1002,8 @@ def _handled(x) -> bool:
     if isinstance(x, RPArray):
         return True
     if isinstance(x, (np.ndarray, np.generic)):
-        return x.dtype.kind in "biuf" or _is_ml_dtype(x.dtype)
+        return x.dtype.kind in "biuf" or is_ml_dtype(x.dtype)
     return isinstance(x, _HANDLED_TYPES) and not isinstance(x, (str, bytes))
-
-
-def _is_ml_dtype(dtype: np.dtype) -> bool:
-    """Whether `dtype` is one of ml_dtypes' (bfloat16, float8_*, int4, ...)."""
-    return dtype.kind == "V" and getattr(dtype.type, "__module__", None) == "ml_dtypes"
 
 
 def _plain_operand(x):

@@ -173,7 +173,7 @@ def input_array(x, name="x") -> np.ndarray:
         except OverflowError:
             raise ValueError(f"{name} holds an integer beyond float64's range (2**1024), which rpfloat does not "
                              "compute in") from None
-    elif array.dtype.kind == "V" and getattr(array.dtype.type, "__module__", None) == "ml_dtypes":
+    elif is_ml_dtype(array.dtype):
         array = array.astype(np.float32)
     if array.dtype.kind not in "biufc":
         raise TypeError(
@@ -186,6 +186,11 @@ def input_array(x, name="x") -> np.ndarray:
             f"convert it with {name}.astype(np.float64) (one rounding to nearest) first"
         )
     return array
+
+
+def is_ml_dtype(dtype: np.dtype) -> bool:
+    """Whether `dtype` is one of ml_dtypes' (bfloat16, float8_*, int4, ...)."""
+    return dtype.kind == "V" and getattr(dtype.type, "__module__", None) == "ml_dtypes"
 
 
 def _names_a_format(x) -> bool:
