@@ -35,7 +35,16 @@ def is_device_array(x) -> bool:
     >>> is_device_array(np.zeros(3))
     False
     """
-    return bool(getattr(x, "__cuda_ndarray__", False)) or hasattr(x, "__cuda_array_interface__")
+    return bool(getattr(x, "__cuda_ndarray__", False)) or exposes_cuda_interface(x)
+
+
+def exposes_cuda_interface(x) -> bool:
+    """Whether `x` has ``__cuda_array_interface__``; True also where reading it raises
+    RuntimeError (torch: a CUDA tensor that requires grad)."""
+    try:
+        return hasattr(x, "__cuda_array_interface__")
+    except RuntimeError:
+        return True
 
 
 def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, out=None, offset=0):
@@ -97,10 +106,13 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         raise TypeError(f"{dtype} data onto {fmt!r} give {plan.result_dtype} results on the CPU, which the GPU "
                         f"kernels do not widen to yet; pass {plan.result_dtype} data")
     offset = _check_offset(offset, device_x.size)
-    if not device_x.is_c_contiguous():
+    # (an empty array is contiguous, whatever strides it has: numba's to_device keeps NumPy's zeros)
+    if device_x.size and not device_x.is_c_contiguous():
         raise ValueError("rpfloat.cuda.round takes C-contiguous arrays (copy a strided one first)")
     result, device_out = _prepare_out(x, out, device_x)
     key = random_key(rng) if plan.mode.is_stochastic else 0
+    if device_x.size == 0:
+        return result
     from ._kernels.cuda.kernels import launch  # imports numba.cuda on first use
 
     bits = plan.bits
@@ -113,12 +125,15 @@ def _as_device_array(x, name):
     """`x` as a numba device array (a view, never a copy)."""
     if getattr(x, "__cuda_ndarray__", False):
         return x
-    if hasattr(x, "__cuda_array_interface__"):
+    if exposes_cuda_interface(x):
         from numba import cuda
 
         if not hasattr(cuda, "as_cuda_array"):  # numba's simulator
             raise TypeError(f"{name}: the CUDA simulator takes numba device arrays only, got "
                             f"{_type_name(x)}")
+        if getattr(x, "requires_grad", False):
+            raise TypeError(f"{name} is a CUDA tensor that requires grad: rpfloat.cuda.round gives no gradient; "
+                            f"round {name}.detach()")
         return cuda.as_cuda_array(x)
     raise TypeError(f"rpfloat.cuda.round takes an array on a CUDA device (exposing __cuda_array_interface__), "
                     f"got {_type_name(x)}; use rpfloat.round for host arrays")
@@ -128,10 +143,11 @@ def _prepare_out(x, out, device_x):
     """``(result, device view of it)``: `out` checked, or a new array of `x`'s kind."""
     if out is not None:
         device_out = _as_device_array(out, "out")
-        if tuple(device_out.shape) != tuple(device_x.shape) or np.dtype(device_out.dtype) != np.dtype(device_x.dtype):
-            raise ValueError(f"out must have x's shape {tuple(device_x.shape)} and dtype {device_x.dtype}, got "
-                             f"{tuple(device_out.shape)} and {device_out.dtype}")
-        if not device_out.is_c_contiguous():
+        if np.dtype(device_out.dtype) != np.dtype(device_x.dtype):
+            raise TypeError(f"out must have x's dtype {device_x.dtype}, got {device_out.dtype}")
+        if tuple(device_out.shape) != tuple(device_x.shape):
+            raise ValueError(f"out must have x's shape {tuple(device_x.shape)}, got {tuple(device_out.shape)}")
+        if device_out.size and not device_out.is_c_contiguous():
             raise ValueError("out must be C-contiguous")
         return out, device_out
     module = type(x).__module__.split(".")[0]

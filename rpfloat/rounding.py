@@ -95,7 +95,10 @@ def _is_dask(x) -> bool:
 def _is_device_array(x) -> bool:
     """Whether `x` lives on a CUDA device (``__cuda_array_interface__``; numba's
     simulator arrays say ``__cuda_ndarray__``)."""
-    return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+    try:
+        return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
+    except RuntimeError:  # torch: a CUDA tensor that requires grad (rpfloat.cuda.round says so)
+        return True
 
 
 def _dask_adapter():

@@ -31,7 +31,7 @@ import numpy as np
 import pytest
 
 SEED = 20240
-OFFSET = 2**32 - 40_000  # the random counter crosses 2**32 in the sweep (stream.segment_keys)
+OFFSET = 2**32 - 1000  # the random counter crosses 2**32 in every stochastic run (stream.segment_keys)
 RANDOM_PATTERNS = 8192
 
 
@@ -120,6 +120,7 @@ def sweep():
             stochastic = mode.is_stochastic
             arguments = dict(overflow=overflow, rng=SEED if stochastic else None)
             offset = OFFSET if stochastic else 0
+            assert not stochastic or offset + data.size > 2**32, (name, data.size)  # crosses a segment
             expected = round_chunk(data, fmt, mode, offset=offset, **arguments)
             got = rpfloat.cuda.round(device, fmt, mode, offset=offset, **arguments).copy_to_host()
             check(f"{name} {data.dtype} {mode.name.lower()}", got, expected)
@@ -143,6 +144,18 @@ def sweep():
     device = cuda.to_device(data)
     rpfloat.cuda.round(device, "bfloat16", out=device)
     check("bfloat16 in place", device.copy_to_host(), expected)
+    # empty arrays (NumPy 2 gives them zero strides, which numba's to_device keeps), and a
+    # wrong-dtype out= (TypeError, as on the host)
+    for shape in ((0,), (0, 3)):
+        empty = rpfloat.cuda.round(cuda.to_device(np.zeros(shape, np.float32)), "e4m3", "stochastic", rng=1)
+        check(f"empty {shape}", empty.copy_to_host(), np.zeros(shape, np.float32))
+    try:
+        rpfloat.cuda.round(cuda.to_device(data), "bfloat16", out=cuda.device_array(data.shape, np.float64))
+    except TypeError as error:
+        named = "out must have x's dtype" in str(error)
+        check("out= of another dtype", np.float32([1.0 if named else 0.0]), np.float32([1.0]))
+    else:
+        check("out= of another dtype", np.float32([0.0]), np.float32([1.0]))
     return report
 
 
@@ -160,9 +173,27 @@ def test_cuda_kernels_match_cpu_bit_for_bit():
     modes = 8
     float32_sizes = sum(_float32_data(_stride(name)).size for name in _formats())
     float64_sizes = sum(_float64_data(_stride(name)).size for name in FLOAT64_FORMATS)
-    assert report["runs"] == modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 5
+    assert report["runs"] == modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 8
     assert report["elements"] >= modes * (float32_sizes + float64_sizes)
     assert _float32_data().size > 2**17  # the full sweep: every float16 pattern and midpoint
+
+
+def test_an_interface_that_raises_runtime_error_is_a_device_array():
+    """torch's CUDA tensors that require grad raise RuntimeError (not
+    AttributeError) for __cuda_array_interface__: they are device arrays, and
+    rounding one says to detach it rather than passing torch's error on."""
+    import rpfloat as rp
+    import rpfloat.cuda
+
+    class GradTensor:
+        requires_grad = True
+
+        @property
+        def __cuda_array_interface__(self):
+            raise RuntimeError("Can't get __cuda_array_interface__ on Variable that requires grad")
+
+    assert rpfloat.cuda.is_device_array(GradTensor())
+    assert rp.rounding._is_device_array(GradTensor())
 
 
 def test_host_array_is_refused():
