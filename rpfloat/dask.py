@@ -390,7 +390,7 @@ def _encode_scaled_chunk(block, *, fmt, mode, rand_bits, seed, location, shape):
     if len(runs) == 1:
         elements, scales, tensor_scale = _scaling.run_blocks(array, plan, key, runs[0][1], True)
     else:
-        elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scale_shape(array.shape, fmt)), None
+        elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scaling.scale_shape(array.shape, fmt)), None
         for index, offset in runs:
             elements[index], scales[index], _ = _scaling.run_blocks(array[index], plan, key, offset, True)
     return (_codes.encode_values(elements, fmt.element), _scaling.scale_codes(scales, fmt, tensor_scale),
@@ -432,14 +432,6 @@ def _combine_block(partials, *, fmt, axes, mode, root, dtype, block_info=None):
 # -- scaled formats: encode and decode -------------------------------------------------------
 
 
-def _scale_shape(shape, fmt: ScaledFormat):
-    """The shape of the scale codes of elements of `shape`."""
-    if fmt.block_size is None or len(shape) == 0:
-        return ()
-    axis = _scaling.block_layout_of(shape, fmt)[4]
-    return shape[:axis] + (-(-shape[axis] // fmt.block_size),) + shape[axis + 1:]
-
-
 def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
     """ScaledCodes of dask arrays: one task per chunk makes its element and scale codes."""
     code_dtype = _codes.code_dtype(fmt.bits)
@@ -454,7 +446,7 @@ def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
         codes = _dask.delayed(_encode_scaled_chunk, pure=True)(
             chunk, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed, location=location, shape=x.shape)
         pieces[index] = _da.from_delayed(codes[0], shape, dtype=code_dtype, meta=_meta(len(shape), code_dtype))
-        scale_shape = _scale_shape(shape, fmt)
+        scale_shape = _scaling.scale_shape(shape, fmt)
         scale_pieces[index] = _da.from_delayed(codes[1], scale_shape, dtype=scale_dtype,
                                                meta=_meta(len(scale_shape), scale_dtype))
         if fmt.tensor_scale:  # one chunk only (_scaled_chunks)
@@ -474,7 +466,7 @@ def _decode_scaled(codes, fmt: ScaledFormat):
     for name, array in (("element codes", elements), ("scale codes", scales)):
         if array.dtype.kind not in "iu":
             raise TypeError(f"{name} must be integers, got dtype {array.dtype}")
-    expected = _scale_shape(elements.shape, fmt)
+    expected = _scaling.scale_shape(elements.shape, fmt)
     if scales.shape != expected:
         raise ValueError(f"scale codes must have shape {expected} for element codes of shape {elements.shape}, "
                          f"got {scales.shape}")

@@ -32,7 +32,7 @@ from .modes import Mode, parse_mode
 from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
 
 __all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_scaled", "decode_scaled",
-           "checked_scaled_codes", "check_tensor_scale_given"]
+           "checked_scaled_codes", "check_tensor_scale_given", "scale_shape"]
 
 _FLOAT64 = np.dtype(np.float64)
 _E8M0_NAN = 0xFF
@@ -510,6 +510,15 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
     return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32
 
 
+def scale_shape(shape, fmt: ScaledFormat) -> tuple:
+    """The shape of the scale codes (and scales) of data of `shape`: the blocked
+    axis cut to one entry per block; ``()`` for one scale per array."""
+    axis = block_layout_of(tuple(shape), fmt)[4]
+    if axis is None:
+        return ()
+    return tuple(shape[:axis]) + (-(-shape[axis] // fmt.block_size),) + tuple(shape[axis + 1:])
+
+
 def check_tensor_scale_given(fmt: ScaledFormat, tensor_scale) -> None:
     """ValueError unless codes hold a `tensor_scale` (not None) exactly where `fmt` has one."""
     if fmt.tensor_scale and tensor_scale is None:
@@ -535,12 +544,7 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     if tensor_scale is not None and not (isinstance(tensor_scale, (numbers.Real, np.floating, np.integer))
                                          and 0 < float(tensor_scale) < math.inf):
         raise ValueError(f"the tensor scale must be a positive finite number, got {tensor_scale!r}")
-    outer, length, inner, block_size, axis = block_layout_of(element_codes.shape, fmt)
-    if axis is None:
-        expected = ()
-    else:
-        blocks = -(-length // block_size) if length else 0
-        expected = element_codes.shape[:axis] + (blocks,) + element_codes.shape[axis + 1:]
+    expected = scale_shape(element_codes.shape, fmt)
     if scale_codes.shape != expected:
         raise ValueError(f"scale codes must have shape {expected} for element codes of shape "
                          f"{element_codes.shape} in {fmt!r}, got {scale_codes.shape}")
@@ -548,22 +552,16 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
 
 
 def _scaled_values(elements, scales, fmt: ScaledFormat):
-    """The float64 `elements` times their blocks' `scales` (checked against the
-    elements' shape): where the blocked axis holds whole blocks, one product of
-    the elements viewed as ``(outer, blocks, block_size, inner)`` with the scales
-    broadcast over each block; else with the scales repeated to the elements'
-    shape (a ragged last block)."""
+    """The float64 `elements` times their blocks' `scales` (of `scale_shape`, as
+    `checked_scaled_codes` checks them): where the blocked axis holds whole
+    blocks, one product of the elements viewed as ``(outer, blocks, block_size,
+    inner)`` with the scales broadcast over each block; else with the scales
+    repeated to the elements' shape (a ragged last block)."""
     shape = elements.shape
     outer, length, inner, block_size, axis = block_layout_of(shape, fmt)
     if axis is None:
-        if scales.shape != ():
-            raise ValueError(f"a format with one scale per array takes one scale code, got shape {scales.shape}")
         return elements * scales
     blocks = -(-length // block_size) if length else 0
-    expected = shape[:axis] + (blocks,) + shape[axis + 1:]
-    if scales.shape != expected:
-        raise ValueError(f"scale codes must have shape {expected} for element codes of shape {shape}, "
-                         f"got {scales.shape}")
     if length % block_size == 0:
         blocked = elements.reshape(outer, blocks, block_size, inner)
         return (blocked * scales.reshape(outer, blocks, 1, inner)).reshape(shape)
