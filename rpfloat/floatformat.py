@@ -493,8 +493,9 @@ class FloatFormat:
         fields = np.arange(self._top_finite_field() + 1)[:, None]
         fractions = np.arange(fraction_count, dtype=np.float64)[None, :]
         hidden_bit = np.where(fields > 0, float(fraction_count), 0.0)
-        scale = np.ldexp(1.0, np.maximum(fields, 1) - self.bias - self.man_bits)
-        magnitudes = (hidden_bit + fractions) * scale
+        # (the significand times its power of two in one ldexp: exact, where a separate
+        # scale 2**(emin - man_bits) may underflow float64 for formats near its bottom)
+        magnitudes = np.ldexp(hidden_bit + fractions, np.maximum(fields, 1) - self.bias - self.man_bits)
         positive = (magnitudes if self.subnormals else magnitudes[1:]).ravel()
         if self._max_significand() != 2 * fraction_count - 1:
             positive = positive[:-1]  # the all-ones code is NaN

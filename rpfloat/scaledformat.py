@@ -193,17 +193,14 @@ class ScaledFormat:
         return np.float64 if self.element.carrier is np.float64 or self.tensor_scale else np.float32
 
     def __repr__(self) -> str:
-        element = self.element.name if self.element.name is not None else self.element
-        arguments = [("element", element)]
+        arguments = [("element", _named(self.element))]
         if self.block_size is not None:
             arguments.append(("block_size", self.block_size))
         if self.axis != -1:
             arguments.append(("axis", self.axis))
         if self.scale_format != "e8m0":
             scale = self.scale_format
-            if isinstance(scale, FloatFormat) and scale.name is not None:
-                scale = scale.name
-            arguments.append(("scale_format", scale))
+            arguments.append(("scale_format", _named(scale) if isinstance(scale, FloatFormat) else scale))
         if self.scale_rounding != "floor":
             arguments.append(("scale_rounding", self.scale_rounding))
         if self.tensor_scale:
@@ -211,6 +208,20 @@ class ScaledFormat:
         if self.name is not None:
             arguments.append(("name", self.name))
         return format_repr(self, arguments)
+
+
+def _named(fmt):
+    """`fmt`'s name where ``rp.format`` gives `fmt` back for it, else `fmt` itself
+    (a user's name, or mxint8's element 'int8_mx', would not parse)."""
+    from .presets import format as to_format  # (presets imports this module)
+
+    if fmt.name is not None:
+        try:
+            if to_format(fmt.name) == fmt:
+                return fmt.name
+        except (TypeError, ValueError):
+            pass
+    return fmt
 
 
 def _scale_format(scale_format, to_format):

@@ -657,3 +657,12 @@ def test_demo_runs(capsys):
     output = capsys.readouterr().out
     for name in [*CANONICAL_NAMES, "q8.8", "max rel. error"]:
         assert name in output
+
+
+def test_values_of_a_format_at_float64s_bottom_are_exact():
+    """A format whose values lie at float64's smallest subnormal: values() takes
+    each significand times its power of two in one step (2**-1075 alone is 0)."""
+    fmt = FloatFormat(1, 1, bias=1075, subnormals=False, inf=False, nan="max")
+    assert fmt.values().tolist() == [-(2.0**-1074), 0.0, 2.0**-1074]
+    assert not np.signbit(fmt.values()[1])
+

@@ -993,3 +993,16 @@ def test_significand_scales_are_the_scale_formats_own_rounding(scale_format, dat
         expected = min(max(expected, low), high)
         got = significand_scale(float(quotient), float_params, plan.scale_params)
         assert got == expected, (scale_format, quotient)
+
+
+@pytest.mark.parametrize("fmt", [rp.format("mxint8"), rp.format("nvfp4"), rp.format("mxfp6_e2m3"),
+                                 rp.ScaledFormat(rp.FixedFormat(3, 4, name="mine"), block_size=8),
+                                 rp.ScaledFormat("e2m1", scale_format=rp.FloatFormat(5, 2, name="s52"))],
+                         ids=str)
+def test_repr_evaluates_back_to_the_format(fmt):
+    """An element or scale format is named in the repr only where rp.format
+    knows the name (mxint8's element 'int8_mx' is not one): the repr evaluates
+    back to an equal format."""
+    namespace = {"ScaledFormat": rp.ScaledFormat, "FixedFormat": rp.FixedFormat, "FloatFormat": rp.FloatFormat}
+    assert eval(repr(fmt), namespace) == fmt
+
