@@ -93,12 +93,11 @@ def _is_dask(x) -> bool:
 
 
 def _is_device_array(x) -> bool:
-    """Whether `x` lives on a CUDA device (``__cuda_array_interface__``; numba's
-    simulator arrays say ``__cuda_ndarray__``)."""
-    try:
-        return hasattr(x, "__cuda_array_interface__") or bool(getattr(x, "__cuda_ndarray__", False))
-    except RuntimeError:  # torch: a CUDA tensor that requires grad (rpfloat.cuda.round says so)
-        return True
+    """Whether `x` lives on a CUDA device: ``rpfloat.cuda.is_device_array`` (a light
+    module: numba.cuda loads on the first launch)."""
+    from .cuda import is_device_array
+
+    return is_device_array(x)
 
 
 def _dask_adapter():
