@@ -37,7 +37,8 @@ class ScaledFormat:
     ----------
     element : FloatFormat, FixedFormat or str
         The format of the scaled elements (a name is looked up with
-        :func:`rpfloat.format`). Its ``exp_bits`` must be bounded.
+        :func:`rpfloat.format`). Its ``exp_bits`` must be bounded and its
+        largest value positive.
     block_size : int, optional
         Elements per scale along `axis` (the last block of a slice may be
         shorter). ``None`` (default): one scale for the whole array.
@@ -128,10 +129,10 @@ class ScaledFormat:
         set_field("scale_format", _scale_format(self.scale_format, to_format))
         if not isinstance(self.scale_rounding, str) or self.scale_rounding not in SCALE_ROUNDINGS:
             raise ValueError(f"scale_rounding must be one of {SCALE_ROUNDINGS}, got {self.scale_rounding!r}")
+        if not element.max > 0:  # (FixedFormat(1, 0) holds -1 and 0: no block scale fits a positive max)
+            raise ValueError(f"element {element!r} has no positive value: the block scale follows "
+                             "max|v| / element.max")
         if isinstance(self.scale_format, FloatFormat):
-            if not element.max > 0:
-                raise ValueError(f"element {element!r} has no positive value: a scale_format with significand "
-                                 "bits takes m / element.max")
             if self.tensor_scale and self.scale_format.smallest_subnormal < _LEAST_SCALE_UNDER_TENSOR_SCALE:
                 # a block scale times the float32 tensor scale, in float64, must stay normal: below,
                 # an all-zero block's scale (the least) would multiply to 0 and its zeros divide to NaN

@@ -17,7 +17,7 @@ import numpy as np
 from . import _codes
 from ._kernels.core import scale as block_layout
 from ._kernels.core.layout import (
-    P_BELOW_QUANTUM_BITS, P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS,
+    P_BELOW_QUANTUM_BITS, P_DEEP, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS,
 )
 from ._kernels.cpu.blocks import (
     BIT_LOOPS, column_kernel, fast_kernel, general_kernel, rounds_by_adding, stochastic_loops,
@@ -114,11 +114,9 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
     if (kind == block_layout.POWER_OF_TWO and element.carrier in (np.float16, np.float32)
             and max(-low, high) <= _LARGEST_FAST_SCALE_EXPONENT):
         fast_params = kernel_params(element, np.dtype(np.float32), "saturate")
-        # not for elements without negatives (the fast kernel rounds magnitudes) or without positives
-        # (FixedFormat(1, 0)), nor those whose fast range is empty (man_bits == 0, deep formats:
-        # fast_round_bits does not serve them)
-        if (fast_params[P_MAX_NEG_BITS] == 0 or fast_params[P_MAX_POS_BITS] == 0
-                or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]):
+        # not for elements without negatives (the fast kernel rounds magnitudes), nor those whose
+        # fast range is empty (man_bits == 0, deep formats: fast_round_bits does not serve them)
+        if fast_params[P_MAX_NEG_BITS] == 0 or fast_params[P_FAST_HIGH_BITS] < fast_params[P_FAST_LOW_BITS]:
             fast_params = None
     by_adding = mode == Mode.NEAREST and fast_params is not None and rounds_by_adding(fast_params)
     loops = stochastic_loops(fast_params) if mode == Mode.STOCHASTIC and fast_params is not None else BIT_LOOPS

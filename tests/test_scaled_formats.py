@@ -941,9 +941,9 @@ def test_bad_arguments():
         rp.ScaledFormat("e4m3", block_size=32, scale_rounding="nope")
     with pytest.raises(ValueError, match="tensor_scale"):
         rp.ScaledFormat("e4m3", block_size=32, tensor_scale=True)
-    with pytest.raises(ValueError, match="no positive value"):  # the scale would divide by its max, 0
-        rp.ScaledFormat(rp.FixedFormat(1, 0), block_size=16, scale_format="e4m3")
-    rp.ScaledFormat(rp.FixedFormat(1, 0), block_size=16)  # (power-of-two scales take it)
+    for scale_format in ("e4m3", "e8m0", (-4, 4)):  # {-1, 0}: no scale brings a positive max in range
+        with pytest.raises(ValueError, match="no positive value"):
+            rp.ScaledFormat(rp.FixedFormat(1, 0), block_size=16, scale_format=scale_format)
     with pytest.raises(ValueError, match="overflow"):
         rp.round(np.ones(32, np.float32), "mxfp8_e4m3", overflow="inf")
     with pytest.raises(TypeError):
