@@ -23,7 +23,6 @@ contiguous runs it is made of, each at its own offset (``rpfloat.rounding.round_
 True
 """
 try:
-    import dask as _dask
     import dask.array as _da
 except ImportError as error:  # fails here, with a clear message, when dask is missing
     raise ImportError(
@@ -433,27 +432,45 @@ def _combine_block(partials, *, fmt, axes, mode, root, dtype, block_info=None):
 
 
 def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
-    """ScaledCodes of dask arrays: one task per chunk makes its element and scale codes."""
+    """ScaledCodes of dask arrays: one task per chunk makes its element and scale
+    codes (`_encode_scaled_block`), one more per chunk and part takes each out."""
     code_dtype = _codes.code_dtype(fmt.bits)
     scale_dtype = _codes.code_dtype(fmt.scale_bits)
-    bounds = [np.cumsum((0,) + sizes) for sizes in x.chunks]
-    pieces = np.empty(x.numblocks, dtype=object)
-    scale_pieces = np.empty(x.numblocks, dtype=object)
+    encode = functools.partial(_encode_scaled_block, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed,
+                               shape=x.shape)
+    parts = _da.map_blocks(encode, x, dtype=object, chunks=tuple((1,) * count for count in x.numblocks),
+                           meta=_meta(x.ndim, object), token="rpfloat-encode-scaled")
+    elements = _da.map_blocks(_part, parts, 0, dtype=code_dtype, chunks=x.chunks, meta=_meta(x.ndim, code_dtype),
+                              token="rpfloat-element-codes")
+    every_axis = tuple(range(x.ndim))
+    if _scaling.scale_shape(x.shape, fmt) == ():  # one scale (and one chunk: _scaled_chunks)
+        scales = _da.map_blocks(_part, parts, 1, dtype=scale_dtype, drop_axis=every_axis, chunks=(),
+                                meta=_meta(0, scale_dtype), token="rpfloat-scale-codes")
+    else:
+        axis = _scaling.block_layout_of(x.shape, fmt)[4]
+        chunks = list(x.chunks)
+        chunks[axis] = tuple(-(-size // fmt.block_size) for size in chunks[axis])  # (x's are whole blocks)
+        scales = _da.map_blocks(_part, parts, 1, dtype=scale_dtype, chunks=tuple(chunks),
+                                meta=_meta(x.ndim, scale_dtype), token="rpfloat-scale-codes")
     tensor_scale = None
-    for index, chunk in np.ndenumerate(x.to_delayed(optimize_graph=False)):
-        location = [(int(b[i]), int(b[i + 1])) for b, i in zip(bounds, index)]
-        shape = tuple(stop - start for start, stop in location)
-        codes = _dask.delayed(_encode_scaled_chunk, pure=True)(
-            chunk, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed, location=location, shape=x.shape)
-        pieces[index] = _da.from_delayed(codes[0], shape, dtype=code_dtype, meta=_meta(len(shape), code_dtype))
-        scale_shape = _scaling.scale_shape(shape, fmt)
-        scale_pieces[index] = _da.from_delayed(codes[1], scale_shape, dtype=scale_dtype,
-                                               meta=_meta(len(scale_shape), scale_dtype))
-        if fmt.tensor_scale:  # one chunk only (_scaled_chunks)
-            tensor_scale = _da.from_delayed(codes[2], (), dtype=np.float32, meta=_meta(0, np.float32))
-    if x.ndim == 0 or fmt.block_size is None:  # one chunk
-        return _scaling.ScaledCodes(pieces.flat[0], scale_pieces.flat[0], tensor_scale)
-    return _scaling.ScaledCodes(_da.block(pieces.tolist()), _da.block(scale_pieces.tolist()), tensor_scale)
+    if fmt.tensor_scale:  # (one chunk: _scaled_chunks)
+        tensor_scale = _da.map_blocks(_part, parts, 2, dtype=np.float32, drop_axis=every_axis, chunks=(),
+                                      meta=_meta(0, np.float32), token="rpfloat-tensor-scale")
+    return _scaling.ScaledCodes(elements, scales, tensor_scale)
+
+
+def _encode_scaled_block(block, *, fmt, mode, rand_bits, seed, shape, block_info=None):
+    """`_encode_scaled_chunk` of one chunk, in an object array of ones."""
+    codes = np.empty((1,) * block.ndim, object)
+    codes[(0,) * block.ndim] = _encode_scaled_chunk(block, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed,
+                                                    location=block_info[0]["array-location"], shape=shape)
+    return codes
+
+
+def _part(codes, index):
+    """Part `index` of the codes that `_encode_scaled_block` holds (the tensor scale as a 0-d array)."""
+    part = codes[(0,) * codes.ndim][index]
+    return np.asarray(part, np.float32) if index == 2 else part
 
 
 def _decode_scaled(codes, fmt: ScaledFormat):

@@ -273,6 +273,25 @@ def test_scaled_round_and_encode_give_numpy_bits(name, chunking, mode):
     assert_same_bits(_compute(rpd.decode(codes, fmt)), rp.decode(expected, fmt))
 
 
+def test_scaled_encode_runs_each_chunk_once(monkeypatch):
+    """The element and scale codes of a chunk come from one task, computed once
+    when both are computed together; the graph grows by a few tasks per chunk."""
+    fmt = SCALED["mx-last-axis"]
+    x = _data((12, 32))
+    d = da.from_array(x, chunks=(3, 16))
+    calls = []
+    encode_chunk = rpd._encode_scaled_chunk
+    monkeypatch.setattr(rpd, "_encode_scaled_chunk", lambda *args, **kwargs: calls.append(1) or encode_chunk(
+        *args, **kwargs))
+    codes = rpd.encode(d, fmt, "stochastic", rng=4)
+    assert len(dict(codes.elements.__dask_graph__())) <= 3 * d.npartitions + len(dict(d.__dask_graph__()))
+    elements, scales = dask.compute(codes.elements, codes.scales, scheduler="synchronous")
+    assert len(calls) == d.npartitions
+    expected = rp.encode(x, fmt, "stochastic", rng=4)
+    assert_same_bits(elements, expected.elements)
+    assert_same_bits(scales, expected.scales)
+
+
 def test_scaled_chunk_boundaries_move_to_block_boundaries():
     x = da.from_array(_data(), chunks=((37,), (20, 20, 13)))
     assert rpd.round(x, SCALED["mx-last-axis"]).chunks == ((37,), (24, 16, 13))
