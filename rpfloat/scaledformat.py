@@ -48,7 +48,10 @@ class ScaledFormat:
         ``"e8m0"``: power-of-two scales ``2**s`` with ``s`` in [-127, 127] and a
         NaN code (OCP MX). A pair ``(s_min, s_max)``: power-of-two scales with
         that exponent range and no NaN code. A floating-point format (or its
-        name, such as ``"e4m3"``): scales with significand bits (NVFP4).
+        name, such as ``"e4m3"``): scales with significand bits (NVFP4), whose
+        precision plus the significant bits of ``element.max`` (plus 24 with
+        `tensor_scale`) must be at most 53, so that float64 quotients round
+        exactly.
     scale_rounding : {"floor", "ceil", "even", "rceil"}, default "floor"
         How a power-of-two scale exponent follows the block's largest magnitude
         ``m``, with ``emax = floor(log2(element.max))``: ``"floor"``
@@ -144,6 +147,7 @@ class ScaledFormat:
                 raise ValueError(
                     f"scale_rounding={self.scale_rounding!r} is for power-of-two scales; a scale format "
                     "with significand bits takes m / element.max rounded to nearest-even")
+            _check_scale_rounds_once(self.scale_format, element, self.tensor_scale)
         elif self.tensor_scale:
             raise ValueError("tensor_scale=True needs a floating-point scale_format (NVFP4: 'e4m3')")
 
@@ -209,6 +213,39 @@ class ScaledFormat:
         if self.name is not None:
             arguments.append(("name", self.name))
         return format_repr(self, arguments)
+
+
+def _check_scale_rounds_once(scale_format: FloatFormat, element, tensor_scale: bool) -> None:
+    """ValueError unless a significand scale, ``m / (element.max * g)`` rounded
+    onto `scale_format`, comes out right from the kernels' float64 quotient.
+
+    With ``E = element.max * g`` (g: a float32, else 1) of at most ``53 - p``
+    significant bits (p: the scale format's precision), E is exact in float64
+    and so the quotient is rounded once, to q'. A midpoint ``mu`` between two
+    scales has p + 1 bits, so ``mu * E`` has at most 53, or 54 where the product
+    carries into the next binade: an m off ``mu * E`` is at least a step of m's
+    (half a step where it carries) away, which puts ``m / E`` more than half
+    a step of ``mu`` away from ``mu``, so that q' rounds to the same side of
+    ``mu`` as the exact quotient. A float64 scale format takes q' itself."""
+    element_bits = _significant_bits(element.max)
+    tensor_bits = 24 if tensor_scale else 0
+    precision = scale_format.man_bits + 1
+    float64_grid = (scale_format.exp_bits, scale_format.man_bits, scale_format.bias) == (11, 52, 1023) and \
+        scale_format.subnormals
+    if element_bits + tensor_bits <= 53 and (float64_grid or precision + element_bits + tensor_bits <= 53):
+        return
+    with_tensor = " and the float32 tensor scale's 24" if tensor_scale else ""
+    raise ValueError(
+        f"scale_format {_named(scale_format)!r} cannot round the scales of element {_named(element)!r} exactly: "
+        f"its precision of {precision} bits, the element max's {element_bits}{with_tensor} come to "
+        f"{precision + element_bits + tensor_bits}, past float64's 53. Use a scale format with fewer "
+        "significand bits, or an element whose largest value has fewer")
+
+
+def _significant_bits(value: float) -> int:
+    """Significant bits of a positive float64."""
+    numerator = value.as_integer_ratio()[0]
+    return (numerator >> ((numerator & -numerator).bit_length() - 1)).bit_length()
 
 
 def _named(fmt):

@@ -1006,3 +1006,61 @@ def test_repr_evaluates_back_to_the_format(fmt):
     namespace = {"ScaledFormat": rp.ScaledFormat, "FixedFormat": rp.FixedFormat, "FloatFormat": rp.FloatFormat}
     assert eval(repr(fmt), namespace) == fmt
 
+
+
+# -- significand scales: the quotient m / (element max * g) rounds once --------------------
+
+# (element, scale format, tensor scale): at the limit, the scale's precision plus the divisor's bits come to 53
+AT_THE_LIMIT = [(rp.FixedFormat(1, 25), "e4m3", True), (rp.FixedFormat(1, 45), "bfloat16", False)]
+# one bit past it
+PAST_THE_LIMIT = [(rp.FixedFormat(1, 26), "e4m3", True), (rp.FixedFormat(1, 46), "bfloat16", False)]
+
+
+def _midpoint_blocks(fmt, count, seed, largest=1.0e3):
+    """float64 data in blocks of 2 along the last axis whose largest magnitude m
+    lies on, or one float64 step either side of, a midpoint between two scales
+    times ``element.max * g`` (the first block, whose max sets g, aside): the
+    quotients on which a second rounding of ``m / (element.max * g)`` would go
+    the other way."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((count + 1, 2))
+    x[0, 0] = largest
+    g = Fraction(float(scaled_reference(x[:1], fmt).tensor_scale)) if fmt.tensor_scale else Fraction(1)
+    divisor = element_max(fmt.element) * g
+    man_bits = fmt.scale_format.man_bits
+    for row in range(1, count + 1):
+        while True:
+            exponent = int(rng.integers(fmt.scale_format.emin, fmt.scale_format.emax + 1))
+            significand = int(rng.integers(2**man_bits, 2**(man_bits + 1)))
+            midpoint = Fraction(2 * significand + 1, 2**(man_bits + 1)) * Fraction(2)**exponent
+            m = float(midpoint * divisor)
+            if 0 < m < largest:
+                break
+        x[row, 0] = np.nextafter(m, (-np.inf, m, np.inf)[row % 3])
+        x[row, 1] = -x[row, 0] / 3
+    return x
+
+
+@pytest.mark.parametrize("element, scale_format, tensor_scale", AT_THE_LIMIT, ids=repr)
+def test_significand_scales_next_to_midpoints(element, scale_format, tensor_scale):
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    for seed, largest in enumerate([1.0e3, 7.1e5, 3.3e-2]):  # (each another tensor scale)
+        x = _midpoint_blocks(fmt, 200, seed, largest)
+        want = scaled_reference(x, fmt)
+        assert_same(rp.decode(rp.encode(x, fmt), fmt), want.values.astype(np.float64), f"{fmt!r}")
+        assert_same(rp.round(x, fmt), want.values, f"{fmt!r}")
+
+
+@pytest.mark.parametrize("element, scale_format, tensor_scale", PAST_THE_LIMIT, ids=repr)
+def test_significand_scales_past_float64s_bits_are_refused(element, scale_format, tensor_scale, monkeypatch):
+    """One bit more and the float64 quotient's second rounding goes wrong for some
+    such block: the format is refused, and the check is not stale."""
+    with pytest.raises(ValueError, match="cannot round the scales"):
+        rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    monkeypatch.setattr("rpfloat.scaledformat._check_scale_rounds_once", lambda *args: None)
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    wrong = 0
+    for seed, largest in enumerate([1.0e3, 7.1e5, 3.3e-2]):
+        x = _midpoint_blocks(fmt, 200, seed, largest)
+        wrong += np.count_nonzero(rp.round(x, fmt).view(np.int64) != scaled_reference(x, fmt).values.view(np.int64))
+    assert wrong > 0

@@ -19,9 +19,9 @@ is ``e - emax`` or one more (rceil). Every step is exact in float64.
 
 Scales with significand bits (NVFP4) are ``m / element_max`` rounded to nearest
 even in the scale format and clamped to [its smallest subnormal, its max]; the
-quotient is one float64 rounding, so the result is exact for data of at most 24
-significant bits (the quotient cannot lie within 2**-53 of a midpoint of a
-format of a few bits without being on it).
+float64 quotient rounds as the exact one does for the pairs of element and scale
+format that ``ScaledFormat`` takes (``_check_scale_rounds_once``: the scale's
+precision and the divisor's bits come to at most 53).
 """
 import math
 
