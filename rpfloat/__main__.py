@@ -19,6 +19,7 @@ import math
 import os
 import secrets
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -233,7 +234,7 @@ def _int_at_least(lowest: int, what: str) -> Callable[[str], int]:
                 value = float(text)  # 1e6, 4e6
             except ValueError:
                 raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
-            if not value.is_integer():
+            if not value.is_integer() or abs(value) > 2**53:  # (past 2**53 a float is not the integer written)
                 raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
             value = int(value)
         if value < lowest:
@@ -251,6 +252,7 @@ class InputArray:
     def __init__(self, path: Path, key: str | None):
         self.path = path
         self.key = key
+        self.names = None  # an .npz file's arrays
         self._zip = None
         self._stream = None
         self._flat = None
@@ -288,7 +290,7 @@ class InputArray:
 
     def _open_npz(self, key):
         self._zip = zipfile.ZipFile(self.path)
-        names = [name[:-4] for name in self._zip.namelist() if name.endswith(".npy")]
+        self.names = names = [name[:-4] for name in self._zip.namelist() if name.endswith(".npy")]
         if not names:
             raise FileError(f"{self.path} holds no arrays")
         if key is None:
@@ -361,17 +363,23 @@ def _reason(error: BaseException) -> str:
 class OutputArray:
     """The rounded array, written in C order to a temporary file next to OUT that
     replaces OUT only once complete (:meth:`commit`); :meth:`discard` removes it.
-    A .npz OUT is an uncompressed archive holding the one array `key`."""
+    A .npz OUT is an uncompressed archive holding the one array `key`. A symbolic
+    link's target is replaced; an OUT that is no regular file (``/dev/null``, a
+    pipe) is written in place, as it cannot be replaced."""
 
     def __init__(self, path: Path, key: str, shape: tuple, dtype: np.dtype):
-        self.path = path
-        directory = path.parent
+        self.path = path = Path(os.path.realpath(path))
         try:
-            descriptor, temporary = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+            in_place = path.exists() and not stat.S_ISREG(path.stat().st_mode) and not path.is_dir()
+            if in_place:
+                self._temporary = None
+                self._file = open(path, "wb")
+            else:
+                descriptor, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+                self._temporary = Path(temporary)
+                self._file = os.fdopen(descriptor, "wb")
         except OSError as error:
             raise FileError(f"cannot write {path}: {_reason(error)}") from None
-        self._temporary = Path(temporary)
-        self._file = os.fdopen(descriptor, "wb")
         self._zip = self._member = None
         header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
                   "shape": tuple(shape)}
@@ -401,6 +409,9 @@ class OutputArray:
             self._member.close()
             self._zip.close()
         self._file.flush()
+        if self._temporary is None:  # written in place
+            self._file.close()
+            return
         os.fsync(self._file.fileno())
         self._file.close()
         try:
@@ -419,7 +430,8 @@ class OutputArray:
                     handle.close()
             except (OSError, ValueError):
                 pass
-        self._temporary.unlink(missing_ok=True)
+        if self._temporary is not None:
+            self._temporary.unlink(missing_ok=True)
 
 
 class Progress:
@@ -500,8 +512,14 @@ def run_round(arguments: argparse.Namespace) -> int:
     seed = arguments.seed
     if seed is None and mode.is_stochastic:
         seed = secrets.randbits(63)  # drawn once: every chunk must draw from the same stream
+    if arguments.key is not None and (not arguments.key or any(part in arguments.key for part in ("/", "\\", ".."))):
+        raise UsageError("--key", f"must be an array's name, without '/', '\\' or '..', got {arguments.key!r}")
     source = InputArray(arguments.input, arguments.key)
     try:
+        if source.names is not None and len(source.names) > 1 and _same_file(arguments.input, arguments.output):
+            others = ", ".join(name for name in source.names if name != source.key)
+            raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
+                                    "holds the rounded array alone; write another file")
         if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):
             raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
@@ -531,15 +549,27 @@ def run_round(arguments: argparse.Namespace) -> int:
             raise
     finally:
         source.close()
-    stats = _whole_stats(parts, source, fmt, result_dtype)
-    described = fmt.name or repr(fmt)
-    print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} "
-          f"({result_dtype})")
-    seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
-                                                                     if arguments.seed is None else "")
-    print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
-    print(stats.summary())
+    try:
+        stats = _whole_stats(parts, source, fmt, result_dtype)
+        described = fmt.name or repr(fmt)
+        print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} "
+              f"({result_dtype})")
+        seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
+                                                                         if arguments.seed is None else "")
+        print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
+        print(stats.summary())
+    except KeyboardInterrupt as interruption:  # OUT is complete: say so, rather than that nothing happened
+        print(f"python -m rpfloat round: {_interrupted(interruption)} after {arguments.output} was written "
+              "(complete); no statistics", file=sys.stderr)
+        return _interrupted_status(interruption)
     return 0
+
+
+def _same_file(first: Path, second: Path) -> bool:
+    try:
+        return os.path.samefile(first, second)
+    except OSError:  # OUT does not exist yet
+        return False
 
 
 def _result_dtype(input_dtype, fmt, mode, overflow, rand_bits) -> np.dtype:
@@ -704,35 +734,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     except FileError as error:
         print(f"python -m rpfloat {name}: error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt as interruption:  # Ctrl-C or SIGTERM: the commands have cleaned up
-        print(f"python -m rpfloat {name}: {'terminated' if isinstance(interruption, Terminated) else 'interrupted'}",
-              file=sys.stderr)
-        return 143 if isinstance(interruption, Terminated) else 130
+    except KeyboardInterrupt as interruption:  # Ctrl-C, SIGTERM or SIGHUP: the commands have cleaned up
+        print(f"python -m rpfloat {name}: {_interrupted(interruption)}", file=sys.stderr)
+        return _interrupted_status(interruption)
     except BrokenPipeError:  # the output piped into a program that stopped reading (head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
 class Terminated(KeyboardInterrupt):
-    """SIGTERM, raised as Ctrl-C's KeyboardInterrupt is, so that the same clean-up runs."""
+    """SIGTERM or SIGHUP (its number: ``signum``), raised as Ctrl-C's
+    KeyboardInterrupt is, so that the same clean-up runs."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupted(interruption: KeyboardInterrupt) -> str:
+    if isinstance(interruption, Terminated):
+        return "hung up" if interruption.signum == getattr(signal, "SIGHUP", None) else "terminated"
+    return "interrupted"
+
+
+def _interrupted_status(interruption: KeyboardInterrupt) -> int:
+    """The shell's status for a process ended by the signal: 128 + its number."""
+    return 128 + (interruption.signum if isinstance(interruption, Terminated) else signal.SIGINT)
 
 
 @contextlib.contextmanager
 def _terminate_as_interrupt():
-    """SIGTERM (kill, job schedulers) raises `Terminated`, so that ``round``
-    removes its temporary file; in the main thread only."""
-    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGTERM"):
+    """SIGTERM (kill, job schedulers) and SIGHUP (a closed terminal) raise
+    `Terminated`, so that ``round`` removes its temporary file; in the main
+    thread only."""
+    signums = [getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    if threading.current_thread() is not threading.main_thread() or not signums:
         yield
         return
 
     def interrupt(signum, frame):
-        raise Terminated
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    previous = {signum: signal.signal(signum, interrupt) for signum in signums}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

@@ -190,8 +190,12 @@ class RoundingStats:
         """
 
         def counted(number):
-            share = f" ({100 * number / self.count:.3g}%)" if number else ""
-            return f"{number:,}{share}"
+            if not number:
+                return "0"
+            share = f"{100 * number / self.count:.3g}"
+            if number != self.count and share == "100":  # (all but a few of many)
+                share = ">99.9"
+            return f"{number:,} ({share}%)"
 
         ratio = ""
         if self.bytes_after and self.bytes_before:

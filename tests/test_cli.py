@@ -1,8 +1,10 @@
 """``python -m rpfloat`` info / round / bench (docs/cli.md), run as a subprocess on
 files made in the test: OUT holds ``rp.round`` of IN bit for bit, whatever the
 chunks; a bad input leaves OUT as it was; bad arguments exit 2 naming themselves."""
+import dataclasses
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -166,6 +168,7 @@ def test_unwritable_output_is_an_error(tmp_path):
     (("-f", "e4m3", "--chunk", "0"), "argument --chunk"),
     (("-f", "e4m3", "--seed", "-1"), "argument --seed"),
     (("-f", "e4m3", "--key", "x"), "argument --key"),
+    (("-f", "e4m3", "--seed", "1e30"), "argument --seed"),  # (a float that is not the integer written)
     ((), "--format"),
 ], ids=lambda value: " ".join(value) if isinstance(value, tuple) else None)
 def test_bad_arguments_exit_2_naming_the_argument(tmp_path, arguments, named):
@@ -184,6 +187,67 @@ def test_an_npz_of_several_arrays_needs_a_key(tmp_path):
     finished = run_cli("round", "in.npz", "out.npy", "-f", "e4m3", "--key", "c", cwd=tmp_path)
     assert finished.returncode == 2 and "no array 'c'" in finished.stderr
     assert not (tmp_path / "out.npy").exists()
+
+
+def test_keys_that_are_paths_are_refused(tmp_path):
+    np.save(tmp_path / "in.npy", np.ones(3))
+    for key in ("../evil", "a/b", ""):
+        finished = run_cli("round", "in.npy", "out.npz", "-f", "e4m3", "--key", key, cwd=tmp_path)
+        assert finished.returncode == 2 and "argument --key" in finished.stderr, key
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["in.npy"]
+
+
+def test_rounding_an_npz_in_place_would_drop_its_other_arrays(tmp_path):
+    np.savez(tmp_path / "data.npz", w=np.ones(4, np.float32), b=np.zeros(2))
+    before = (tmp_path / "data.npz").read_bytes()
+    finished = run_cli("round", "data.npz", "./data.npz", "-f", "e4m3", "--key", "w", cwd=tmp_path)
+    assert finished.returncode == 2 and "argument OUT" in finished.stderr and "(b)" in finished.stderr
+    assert (tmp_path / "data.npz").read_bytes() == before
+    np.savez(tmp_path / "one.npz", w=np.full(4, 0.3, np.float32))  # one array: rounded in place
+    assert run_cli("round", "one.npz", "one.npz", "-f", "e4m3", cwd=tmp_path).returncode == 0
+    assert same_bits(np.load(tmp_path / "one.npz")["w"], rp.round(np.full(4, 0.3, np.float32), "e4m3"))
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="symbolic links and pipes")
+def test_out_through_a_link_or_into_a_pipe(tmp_path):
+    """A link's target is replaced and the link kept; a pipe (like /dev/null) is
+    written into, never replaced by a file."""
+    x = sample(1000)
+    np.save(tmp_path / "in.npy", x)
+    (tmp_path / "target.npy").write_bytes(b"old")
+    (tmp_path / "link.npy").symlink_to("target.npy")
+    assert run_cli("round", "in.npy", "link.npy", "-f", "e4m3", cwd=tmp_path).returncode == 0
+    assert (tmp_path / "link.npy").is_symlink()
+    assert same_bits(np.load(tmp_path / "target.npy"), rp.round(x, "e4m3"))
+    os.mkfifo(tmp_path / "pipe")
+    reader = subprocess.Popen(["cat", str(tmp_path / "pipe")], stdout=subprocess.PIPE)
+    finished = run_cli("round", "in.npy", "pipe", "-f", "e4m3", cwd=tmp_path)
+    piped = reader.communicate(timeout=60)[0]
+    assert finished.returncode == 0, finished.stderr
+    assert (tmp_path / "pipe").is_fifo()
+    assert same_bits(np.load(__import__("io").BytesIO(piped)), rp.round(x, "e4m3"))
+    assert not [path for path in tmp_path.iterdir() if path.name.endswith(".tmp")]
+
+
+def test_an_interruption_after_out_is_written_says_so(tmp_path, monkeypatch, capsys):
+    np.save(tmp_path / "in.npy", np.arange(10.0))
+    (tmp_path / "out.npy").write_bytes(b"old")
+
+    def interrupted(*arguments, **keywords):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_whole_stats", interrupted)
+    status = cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "-f", "e4m3"])
+    assert status == 130
+    assert "was written (complete)" in capsys.readouterr().err
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.round(np.arange(10.0), "e4m3"))
+
+
+def test_all_but_a_few_is_not_printed_as_all():
+    stats = rp.round(np.full(3000, 0.3), "e4m3", stats=True)[1]
+    text = dataclasses.replace(stats, inexact=stats.count - 1).summary()
+    assert re.search(r"inexact\s+2,999 \(>99\.9%\)", text), text
+    assert re.search(r"inexact\s+3,000 \(100%\)", stats.summary())
 
 
 # -- info, bench, help --------------------------------------------------------------------
@@ -273,7 +337,8 @@ def test_info_and_demo_print_values_exact_where_short():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
-def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path):
+@pytest.mark.parametrize("signal_name, status, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
+def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path, signal_name, status, said):
     np.save(tmp_path / "in.npy", np.ones(4_000_000, np.float32))
     (tmp_path / "out.npy").write_bytes(b"old")
     process = subprocess.Popen([sys.executable, "-m", "rpfloat", "round", "in.npy", "out.npy", "-f", "e4m3",
@@ -285,11 +350,11 @@ def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path):
         while not any(path.name.endswith(".tmp") for path in tmp_path.iterdir()):  # it has started writing
             assert process.poll() is None and time.monotonic() - start < deadline, process.communicate()
             time.sleep(0.05)
-        process.terminate()  # SIGTERM
+        process.send_signal(getattr(signal, signal_name))
         _, stderr = process.communicate(timeout=deadline)
     finally:
         process.kill()
-    assert process.returncode == 143, stderr
-    assert stderr.strip().endswith("terminated")
+    assert process.returncode == status, stderr
+    assert stderr.strip().endswith(said)
     assert sorted(path.name for path in tmp_path.iterdir()) == ["in.npy", "out.npy"]
     assert (tmp_path / "out.npy").read_bytes() == b"old"
