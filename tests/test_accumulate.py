@@ -369,3 +369,16 @@ def test_wrap_rounds_exact_block_sums_once(int_bits, frac_bits, signed, mode, te
     want = fixed_wrap_oracle(builtins.sum(Fraction(t) for t in terms), fmt, mode)
     assert float(rp_sum(terms, fmt, mode=mode, block_k=len(terms))) == want
     assert float(dot(terms, np.ones(len(terms)), fmt, mode=mode, block_k=len(terms))) == want
+
+
+@pytest.mark.parametrize("order", ["sequential", "pairwise", "kahan"])
+def test_fused_products_of_operands_past_2_995_round_the_float64_product(order):
+    """Past 2**995 the products' error terms overflow their split: the float64
+    product is rounded (documented), never NaN from finite operands. Here every
+    product passes bfloat16's max, so the directed modes toward 0 saturate."""
+    a, b = np.array([1e308, 1.5e308, 1e300]), np.array([1.0, 1.0, 0.5])
+    largest = rp.format("bfloat16").max
+    for mode, want in (("toward_zero", largest), ("down", largest)):
+        for fma in (True, False):
+            assert rp.dot(a, b, "bfloat16", fma=fma, mode=mode, order=order) == want, (mode, fma)
+        assert rp.dot(-a, b, "bfloat16", fma=True, mode="toward_zero", order=order) == -largest

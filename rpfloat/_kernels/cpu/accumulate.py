@@ -169,6 +169,8 @@ def two_product(a, b):
     a_high, a_low = _split(a)
     b_high, b_low = _split(b)
     e = ((a_high * b_high - p) + a_high * b_low + a_low * b_high) + a_low * b_low
+    if not math.isfinite(e):  # an operand past 2**995 (the split overflows), or p itself not finite
+        e = 0.0  # the float64 product is rounded (module docstring)
     return p, e
 
 
