@@ -227,3 +227,11 @@ def test_ten_million_codes_are_quick():
     assert time.perf_counter() - start < 5.0  # vectorised: about 0.05 s; a Python loop takes minutes
     assert packed.nbytes == codes.size // 2
     np.testing.assert_array_equal(unpacked, codes)
+
+
+def test_unpack_ignores_trailing_bytes_after_a_whole_group():
+    """the codes fill their last group exactly and a byte follows."""
+    np.testing.assert_array_equal(rp.unpack(np.array([0x21, 0xFF], np.uint8), 4, 2), [1, 2])
+    np.testing.assert_array_equal(rp.unpack(np.array([0x21, 0x43, 0xFF, 0xFF], np.uint8), 4, 4), [1, 2, 3, 4])
+    codes = np.arange(8, dtype=np.uint8)
+    np.testing.assert_array_equal(rp.unpack(np.r_[rp.pack(codes, 3), np.uint8(0xFF)], 3, 8), codes)

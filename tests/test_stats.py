@@ -346,3 +346,54 @@ def test_summary_lists_every_count():
                  "flushed to zero  1 (25%)", "bytes after      4 (8x smaller)"):
         assert line in text
     assert math.isclose(float(text.splitlines()[6].split()[-1]), stats.max_abs_error, rel_tol=1e-5)
+
+
+def test_narrow_blocks_keep_a_largest_quotient_their_float32_quotient_undershoots():
+    """Block 1 sets max_rel = q1; block 2's exact quotient q2 is above q1, but
+    its float32 quotient (the narrow loop's) lies below q1: only the margin
+    QUOTIENT_MARGIN sends block 2 to the exact recheck."""
+    x1, r1 = 1.5717709064483643, 1.5718801021575928
+    x2, r2 = 1.6455549001693726, 1.6456692218780518
+    x = np.ones(2048, np.float32)
+    rounded = x.copy()
+    x[0], rounded[0] = x1, r1
+    x[1024], rounded[1024] = x2, r2
+    q1 = abs(np.float64(np.float32(r1)) - np.float64(np.float32(x1))) / np.float64(np.float32(x1))
+    q2 = abs(np.float64(np.float32(r2)) - np.float64(np.float32(x2))) / np.float64(np.float32(x2))
+    assert q2 > q1
+    assert np.float32(np.float32(r2) - np.float32(x2)) * (np.float32(1) / np.float32(x2)) < q1  # the premise
+    stats = rounding_stats(x, rounded, "bfloat16")
+    assert stats.max_rel_error == q2
+    # and with the blocks the other way round
+    swapped = rounding_stats(np.roll(x, 1024), np.roll(rounded, 1024), "bfloat16")
+    assert swapped.max_rel_error == q2
+
+
+def test_scaled_overflow_limit_is_element_max_times_the_largest_e8m0_scale():
+    """mxfp8_e4m3 reaches 448 * 2**127 (e8m0's largest scale, 2**127)."""
+    fmt = rp.format("mxfp8_e4m3")
+    x = np.array([2.0**135, 448.0 * 2.0**127, 2.0**136, -2.0**135, -2.0**136])
+    rounded = rp.round(x, fmt)
+    stats = rounding_stats(x, rounded, fmt)
+    assert stats.overflowed == 2
+    _, stats = rp.round(x, fmt, stats=True)
+    assert stats.overflowed == 2
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_results_from_elsewhere_that_are_not_finite_from_ordinary_inputs(dtype, bad):
+    """Every x is ordinary (inside the format's range), but a result from
+    elsewhere is NaN or infinite: the block must take the rules."""
+    x = np.linspace(0.5, 2.0, 3000).astype(dtype)
+    rounded = rp.round(x, "bfloat16")
+    rounded[[7, 1500, 2999]] = bad
+    stats = rounding_stats(x, rounded, "bfloat16")
+    assert stats.nan_produced == (3 if np.isnan(bad) else 0)
+    assert stats.error_count == stats.rel_error_count == 2997
+    keep = np.ones(x.size, bool)
+    keep[[7, 1500, 2999]] = False
+    errors = np.abs(rounded[keep].astype(np.float64) - x[keep].astype(np.float64))
+    assert stats.max_abs_error == errors.max()
+    assert stats.mean_abs_error == pytest.approx(errors.mean(), rel=1e-12)
+    assert stats.max_rel_error == (errors / np.abs(x[keep].astype(np.float64))).max()
