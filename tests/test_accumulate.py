@@ -15,6 +15,7 @@ from rpfloat.accumulate import dot, matmul
 from rpfloat.accumulate import sum as rp_sum
 from rpfloat.rounding import round_chunk
 from reference import fixed_wrap_oracle
+from stats_bounds import bernstein_tolerance
 
 MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
 SEED = 20240607
@@ -171,18 +172,19 @@ def test_float16_sum_of_ones_stagnates_with_nearest_but_not_stochastic():
     assert float(rp_sum(np.ones(2**16), "float16")) == 2048.0
     assert float(rp_sum(np.full(2**16, 0.5), "float16")) == 1024.0
     assert float(rp_sum(np.ones(2**15), "float16", order="pairwise")) == 32768.0
-    runs = 16
-    totals = np.array([float(rp_sum(np.full(2**16, 0.5), "float16", mode="stochastic", rng=seed))
-                       for seed in range(runs)])
-    # each step adds 0.5 to a float16 value; where the spacing u there exceeds 0.5 the
-    # result is a Bernoulli(0.5/u) choice of two values u apart: variance u**2 p (1-p)
-    partial = 0.5 * np.arange(2**16)
-    spacing = np.spacing(partial.astype(np.float16)).astype(np.float64)
-    p = np.minimum(0.5 / spacing, 1.0)
-    variance = np.sum(spacing**2 * p * (1 - p))
-    tolerance = 5 * math.sqrt(variance / runs)
-    assert abs(totals.mean() - 32768.0) < tolerance
-    assert tolerance < 1000  # far from nearest's 1024
+    # 128 runs, one per row (each output draws its own counters). Each step adds 0.5 to a
+    # float16 value s of spacing u: below 1024 exactly; above, the result is s or s + u, so
+    # the rounding error D is a martingale difference with |D| <= u <= 32 (float16's largest
+    # finite spacing) and conditional variance u**2 p (1 - p) = u / 2 - 1 / 4 <= 15.75
+    # (p = 0.5 / u). Freedman's inequality (Bernstein's for martingales) over all the runs'
+    # steps bounds the deviation of their total from 2**16 * 0.5 * runs: a correct
+    # implementation fails with probability below 1e-6 (a run reaching float16's max, where
+    # the bound on D ends, needs a deviation of 32736 in that run alone: below e**-300).
+    runs = 128
+    totals = rp_sum(np.full((runs, 2**16), 0.5), "float16", axis=1, mode="stochastic", rng=0).astype(np.float64)
+    tolerance = bernstein_tolerance(runs * 2**16 * (32 / 2 - 1 / 4), 32, 1e-6) / runs
+    assert abs(totals.mean() - 32768.0) < tolerance, (totals.mean(), tolerance)
+    assert tolerance < 500  # far from nearest's 1024
     assert len(set(totals)) > 1
 
 

@@ -3,6 +3,13 @@ plain Python loop in exact (Fraction) arithmetic that rounds every step with its
 own exact rounding of Fractions (built on tests/reference.py) and the kernels'
 documented random counters, so that every mode, the stochastic ones included,
 must match bit for bit. APyTypes is a second oracle where its semantics coincide.
+
+The oracle runs no rpfloat code: a step whose exact value is a float64 is rounded
+as rp.round rounds that float64 (tests/reference.py's round_reference, or
+stochastic_probability and the decision rule of docs/randomness.md); any other
+exact value by neighbours and thresholds of Fractions; the random numbers come
+from the stream re-implemented in tests/stream_reference.py. An exact value that
+float64 rounds to inf is taken as inf (the kernels' documented clamp).
 """
 import functools
 import math
@@ -16,20 +23,19 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import rpfloat as rp
-from rpfloat._kernels.core.stream import random_bits
 from rpfloat._kernels.cpu import accumulate as kernels
-from rpfloat._plan import random_key
 from rpfloat.accumulate import dot, matmul
 from rpfloat.accumulate import sum as rp_sum
-from rpfloat.rounding import round_chunk
 
-from reference import fixed_range, float_max, is_float_format, neighbours, resolve_overflow, round_reference
+from reference import (fixed_range, float_max, is_float_format, neighbours, resolve_overflow, round_reference,
+                       stochastic_probability)
+from stream_reference import MASK_64, seed_key, stream
 from test_accumulate import assert_same, bits
 
 MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
 DETERMINISTIC = MODES[:6]
 SEED = 20240607
-KEY = np.uint64(random_key(SEED))
+KEY = seed_key(SEED)
 FLOAT64_OVERFLOW = Fraction(2) ** 1024 - Fraction(2) ** 970  # float64 rounds this and beyond to inf
 FLOAT64 = rp.FloatFormat(11, 52)
 WIDE = rp.FloatFormat(11, 40)  # float64's range, 41 bits: exact stochastic thresholds still
@@ -122,17 +128,30 @@ def overflowed(negative, mode, fmt):
     return (kmin if negative else kmax) * 2.0**-fmt.frac_bits  # saturates
 
 
+def round_float64(x: float, fmt, mode, counter) -> float:
+    """A float64 rounded as rp.round rounds it, drawing number `counter` of the
+    stream: exactly, by tests/reference.py; a stochastic step rounds the magnitude
+    up iff ``2**64 - 1 - R < floor(P(hi) * 2**64)`` (R the random number; see
+    tests/test_random_stream.py), stochastic_equal iff R's top bit is set."""
+    if mode in DETERMINISTIC:
+        return round_reference(x, fmt, mode)
+    lo, hi, p = stochastic_probability(x, fmt, mode=mode)
+    random = stream(KEY, counter)
+    if mode == "stochastic":
+        up = MASK_64 - random < math.floor(p * 2**64)
+    else:
+        up = p != 0 and random >> 63 == 1
+    return hi if up else lo
+
+
 def rounded(value, fmt, mode, counter):
     """`value` rounded onto `fmt` in `mode` as the kernels round an exact result,
     drawing random number `counter` of the stream for the stochastic modes."""
-
-    def kernel_round(x):  # a float64 rounded as rp.round rounds it, with that counter
-        return float(round_chunk(np.float64(x), fmt, mode, offset=counter, rng=SEED))
-
     if isinstance(value, Fraction) and abs(value) >= FLOAT64_OVERFLOW:
-        return kernel_round(math.inf if value > 0 else -math.inf)  # float64 arithmetic would overflow
+        # the kernels' clamp: an exact value that float64 rounds to inf is inf (module docstring)
+        return round_float64(math.inf if value > 0 else -math.inf, fmt, mode, counter)
     if is_float64(value):
-        return kernel_round(float(value))
+        return round_float64(float(value), fmt, mode, counter)
     z = value
     lo, hi, lo_parity, hi_parity = neighbours(z, fmt)
     if mode in DETERMINISTIC:
@@ -142,8 +161,8 @@ def rounded(value, fmt, mode, counter):
         return round_reference(signed_zero_like(float(result), z), fmt, mode)
     small, large = (lo, hi) if abs(lo) <= abs(hi) else (hi, lo)
     if outside(large, fmt):  # past the largest value: the kernels round z's round-to-odd value
-        return kernel_round(round_to_odd64(z))
-    draw = int(random_bits(KEY, counter))
+        return round_float64(round_to_odd64(z), fmt, mode, counter)
+    draw = stream(KEY, counter)  # (z is no float64 here: the rule is the exact-sum kernel's, draw < threshold)
     if mode == "stochastic_equal":
         away = draw >> 63 == 1
     else:

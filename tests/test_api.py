@@ -385,7 +385,7 @@ def test_encode_of_a_scalar_is_a_scalar_and_refuses_round_only_keywords():
 
 
 def test_ml_dtypes_arrays_are_taken_as_float32():
-    ml_dtypes = pytest.importorskip("ml_dtypes")
+    import ml_dtypes  # the test extra installs it
     values = np.array([0.1, -1.7, 300.0, 1e-5, np.inf, np.nan], np.float32)
     for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2", "float4_e2m1fn", "int4"):
         narrow = values[np.isfinite(values) | (name in ("bfloat16", "float8_e5m2"))].astype(getattr(ml_dtypes, name))
@@ -415,7 +415,7 @@ def test_swapped_arguments_say_the_data_come_first():
 
 
 def test_torch_tensors_that_require_grad_point_to_the_torch_adapter():
-    torch = pytest.importorskip("torch")
+    import torch  # the test extra installs it
     with pytest.raises(TypeError, match=r"rpfloat.torch.round\(x, fmt\)"):
         rp.round(torch.ones(2, requires_grad=True), "bfloat16")
     assert rp.round(torch.ones(2), "bfloat16").tolist() == [1.0, 1.0]

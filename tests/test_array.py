@@ -13,6 +13,7 @@ import reference
 from reference import fixed_wrap_oracle
 import rpfloat as rp
 from rpfloat.array import RPArray, asarray, format_contains
+from stats_bounds import assert_binomial
 
 DETERMINISTIC = reference.DETERMINISTIC_MODES
 
@@ -228,8 +229,7 @@ def test_stochastic_rounding_uses_the_exact_residual():
     result = np.asarray(ones + 3 * 2.0**-53)
     ups = np.count_nonzero(result == 1 + 2.0**-51)
     assert np.count_nonzero(result == 1.0) + ups == count
-    sigma = math.sqrt(count * 0.75 * 0.25)
-    assert abs(ups - 0.75 * count) < 5 * sigma
+    assert_binomial(ups, count, Fraction(3, 4), 1e-6, "1 + 0.75 ulp rounded up")  # fails w.p. < 1e-6 if right
 
 
 @pytest.mark.parametrize("fmt", [rp.format("bfloat16"), rp.FloatFormat(11, 51), rp.FixedFormat(3, 49)],
@@ -553,7 +553,8 @@ def test_joining_functions_combine_and_round():
 
 def test_reductions_and_products_round_their_final_result_once():
     rng = np.random.default_rng(5)
-    x = asarray(rng.standard_normal((4, 5)), "bfloat16")
+    raw = rng.standard_normal((4, 5))
+    x = asarray(raw, "bfloat16")
     y = asarray(rng.standard_normal((5, 3)), "bfloat16")
     xv, yv = np.asarray(x, np.float64), np.asarray(y, np.float64)
     checks = [
@@ -574,7 +575,11 @@ def test_reductions_and_products_round_their_final_result_once():
         assert_same(result, rp.round(float64_result, "bfloat16"))
     assert np.sum(x).ndim == 0
     # functions without an RPArray implementation see the carrier values
-    assert np.allclose(x, x) is np.True_ or np.allclose(x, x) is True
+    assert np.allclose(x, xv, rtol=0, atol=0) is True  # exactly the rounded values,
+    assert not np.allclose(x, raw, rtol=0, atol=0)  # not the unrounded ones (they differ: asserted next)
+    assert (xv != raw).all()
+    close = np.isclose(x, xv + np.spacing(np.abs(xv)), rtol=0, atol=0)  # one float64 ulp off: not close
+    assert type(close) is np.ndarray and close.dtype == bool and not close.any()
     assert np.argmax(x) == np.argmax(xv)
 
 

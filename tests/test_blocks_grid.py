@@ -19,6 +19,7 @@ import rpfloat as rp
 from rpfloat import scaling
 from rpfloat._kernels.cpu.blocks import general_kernel
 from rpfloat._kernels.cpu.grid_blocks import CHUNK, division_kernel, grid_kernel, largest_finite
+from scaled_reference import scaled_reference
 
 FORMATS = [
     rp.format("nvfp4"),
@@ -367,7 +368,13 @@ def test_tensor_scale_of_wide_elements():
     expected = np.float32(2.5e38 / (float(rp.format("bfloat16").max) ** 2))
     assert scaling._tensor_scale(x, fmt) == expected
     assert rp.encode(x, fmt).tensor_scale == expected
-    np.testing.assert_allclose(rp.round(x, fmt)[:2], [-3.0, 1.0], rtol=2**-7)
+    expected = scaled_reference(x, fmt)
+    assert expected.tensor_scale == scaling._tensor_scale(x, fmt)
+    got = rp.round(x, fmt)
+    assert got.dtype == expected.values.dtype
+    np.testing.assert_array_equal(got.view(np.uint64), expected.values.view(np.uint64))  # bit for bit
+    codes = rp.encode(x, fmt)
+    np.testing.assert_array_equal(codes.scales.astype(np.int64), expected.scale_codes.astype(np.int64))
 
 
 # -- blocks along another axis: the column kernels --

@@ -7,12 +7,13 @@ import sys
 import numpy as np
 import pytest
 
-da = pytest.importorskip("dask.array")
-import dask  # noqa: E402
+import dask  # the test extra installs dask[array,distributed]: missing, they fail here rather than skip
+import dask.array as da
+import distributed
 
-import rpfloat as rp  # noqa: E402
-import rpfloat.dask as rpd  # noqa: E402
-from rpfloat import accumulate, rounding, scaling  # noqa: E402
+import rpfloat as rp
+import rpfloat.dask as rpd
+from rpfloat import accumulate, rounding, scaling
 
 MODES = ["nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal"]
 SHAPE = (37, 53)
@@ -499,7 +500,6 @@ def test_chunks_of_unknown_size():
 
 @pytest.fixture(scope="module")
 def client():
-    distributed = pytest.importorskip("distributed")
     cluster = client = None
     try:
         cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",

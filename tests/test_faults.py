@@ -2,8 +2,9 @@
 
 Checked on the codes (bit patterns), never on values alone: p = 0 and p = 1 against
 ``codes`` and ``codes ^ mask``, the flip frequency of every bit position against
-the binomial distribution, and the documented stream (bit ``b`` of element ``i``
-flips iff number ``i * bits + b`` is below the threshold) against ``random_bits``.
+the binomial distribution (a Chernoff bound, tests/stats_bounds.py), and the
+documented stream (bit ``b`` of element ``i`` flips iff number ``i * bits + b`` is
+below the threshold) against the stream re-implemented in tests/stream_reference.py.
 """
 import math
 
@@ -11,10 +12,10 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
-from rpfloat._kernels.core.stream import random_bits
-from rpfloat._plan import random_key
 from rpfloat.faults import field_mask
 from rpfloat.scaling import ScaledCodes
+from stats_bounds import Budget
+from stream_reference import seed_key, stream
 
 # (format name, field, its mask) written out by hand from the layouts
 FIELD_MASKS = [
@@ -104,19 +105,23 @@ def test_unrounded_input_is_rounded_to_nearest_first():
     same_bits(rp.flip_bits(x, "e4m3", 1.0, field="sign"), -rp.round(x, "e4m3"))
 
 
-def binomial_ok(flips, trials, p):
-    return abs(flips - trials * p) <= 5 * math.sqrt(trials * p * (1 - p))
-
-
 # Cases where re-encoding the result gives the flipped code back: no flip makes a NaN,
 # or the format has one NaN code per sign (e4m3: 0x7F, 0xFF; e4m3fnuz: 0x80).
-@pytest.mark.parametrize("name, field, p", [
+FREQUENCY_CASES = [
     ("e4m3", "all", 0.1), ("e4m3fnuz", "all", 0.25), ("bfloat16", "significand", 0.3), ("e2m1", "all", 0.5),
     ("q8.8", "significand", 0.02), ("q8.8", "sign", 0.6), ("uq4.4", "all", 0.7), ("float32", "significand", 0.001),
-])
+]
+# One binomial check per bit of each field (74 in all): a correct implementation fails any of
+# them with probability below 1e-6 (union bound; the seeds are fixed).
+FREQUENCY_BUDGET = Budget(1e-6, sum(field_mask(rp.format(n), f).bit_count() for n, f, _ in FREQUENCY_CASES))
+EXPECTED_FLIPS = 500  # per bit at least: a path that flips at half the rate, or never, fails
+
+
+@pytest.mark.parametrize("name, field, p", FREQUENCY_CASES)
 def test_flip_frequency_of_every_bit_is_binomial(name, field, p):
     fmt = rp.format(name)
-    x = sample(name, n=20000, seed=5)
+    n = max(20_000, math.ceil(EXPECTED_FLIPS / min(p, 1 - p)))  # float32 at p = 0.001: 500_000 elements
+    x = sample(name, n=n, seed=5)
     before = codes_of(x, name)
     after = codes_of(rp.flip_bits(x, name, p, field=field, rng=12345), name)
     mask = field_mask(fmt, field)
@@ -125,21 +130,22 @@ def test_flip_frequency_of_every_bit_is_binomial(name, field, p):
     for b in range(fmt.bits):
         flips = int(((changed >> np.uint64(b)) & np.uint64(1)).sum())
         if mask >> b & 1:
-            assert binomial_ok(flips, before.size, p), (b, flips, before.size * p)
+            FREQUENCY_BUDGET.binomial(flips, before.size, p, f"{name} {field} p={p}: bit {b} flipped")
         else:
             assert flips == 0
 
 
-def test_flips_follow_the_documented_stream():
-    x = sample("bfloat16", n=300, seed=9).reshape(10, 30)
-    p, seed, fmt = 0.3, 77, rp.format("bfloat16")
-    key = random_key(seed)
+@pytest.mark.parametrize("name", ["bfloat16", "float32"])
+def test_flips_follow_the_documented_stream(name):
+    x = sample(name, n=300, seed=9).reshape(10, 30)
+    p, seed, fmt = 0.3, 77, rp.format(name)
+    key = seed_key(seed)
     threshold = round(p * 2**64)
     mask = field_mask(fmt, "significand")
     expected = codes_of(x, fmt).reshape(-1).copy()
     for i in range(expected.size):
         for b in range(fmt.bits):
-            if mask >> b & 1 and int(random_bits(np.uint64(key), i * fmt.bits + b)) < threshold:
+            if mask >> b & 1 and stream(key, i * fmt.bits + b) < threshold:
                 expected[i] ^= np.uint64(1 << b)
     flipped = rp.flip_bits(x, fmt, p, field="significand", rng=seed)
     np.testing.assert_array_equal(codes_of(flipped, fmt).reshape(-1), expected)
@@ -210,11 +216,12 @@ def test_bad_formats_and_inputs_raise():
 
 
 @pytest.mark.parametrize("bits, offset", [(8, 0), (8, 2**32 // 8 - 150), (16, 2**32 // 16 - 5000),
-                                          (64, 2**32 // 64 - 7), (5, 3 * 2**32 // 5 + 11), (1, 2**32 - 70)])
+                                          (32, 2**32 // 32 - 9), (64, 2**32 // 64 - 7), (5, 3 * 2**32 // 5 + 11),
+                                          (1, 2**32 - 70)])
 def test_kernel_follows_the_stream_across_segments(bits, offset):
     """The flip kernel on codes whose stream numbers start anywhere: chunks
     inside a 2**32 segment (stepped Weyl words), and those that cross one
-    (drawn one by one), against ``random_bits`` bit by bit."""
+    (drawn one by one), against the documented stream bit by bit."""
     from rpfloat._kernels.cpu.faults import CHUNK, flip_field_bits
 
     rng = np.random.default_rng(bits)
@@ -226,7 +233,7 @@ def test_kernel_follows_the_stream_across_segments(bits, offset):
     checked = np.r_[0:200, CHUNK - 150:size]  # both sides of the chunk edge (the segment edge lies near it)
     for i in checked:
         for b in range(bits):
-            if mask >> b & 1 and int(random_bits(np.uint64(key), (offset + int(i)) * bits + b)) < threshold:
+            if mask >> b & 1 and stream(key, (offset + int(i)) * bits + b) < threshold:
                 expected[i] ^= np.uint64(1 << b)
     flip_field_bits(codes, np.uint64(mask), np.uint64(threshold), np.uint64(key), offset, bits)
     np.testing.assert_array_equal(codes[checked], expected[checked])
@@ -239,7 +246,7 @@ def test_kernel_compares_all_64_bits(offset):
     from rpfloat._kernels.cpu.faults import flip_field_bits
 
     key, bits = 99, 8
-    number = int(random_bits(np.uint64(key), offset * bits + 3))  # bit 3 of the first code
+    number = stream(key, offset * bits + 3)  # bit 3 of the first code
     for threshold, flipped in ((number + 1, True), (number, False)):
         codes = np.zeros(40, np.uint64)
         flip_field_bits(codes, np.uint64(1 << 3), np.uint64(threshold), np.uint64(key), offset, bits)

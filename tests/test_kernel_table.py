@@ -27,7 +27,7 @@ CANDIDATES = [
 ]
 # stochastic draws: (rand_bits, key, offset), one crossing a 2**32 counter boundary
 DRAWS = ((64, 11, 0), (31, 12, 2**32 - 1000), (7, 13, 5))
-MAX_CASES = 6  # per row, spread over the cases found (the sweeps take a second or two each)
+MAX_CASES = 6  # per row, spread over the cases found, besides one per (mode, policy, dtype)
 
 
 def _policies(fmt):
@@ -56,12 +56,22 @@ CASES = _cases()
 
 
 def _spread(cases):
-    """At most MAX_CASES of `cases`, spread over the list (every mode of a row
-    comes first in it for the first format)."""
-    if len(cases) <= MAX_CASES:
-        return cases
-    picks = np.linspace(0, len(cases) - 1, MAX_CASES).round().astype(int)
-    return [cases[i] for i in sorted(set(picks))]
+    """One case for every (mode, overflow policy, dtype) that the row serves (the
+    k-th such combination takes the k-th of its formats, cyclically, so that the
+    formats vary too), and MAX_CASES more spread over the list (every mode of a
+    row comes first in it for the first format)."""
+    by_key = {}
+    for i, (fmt, dtype, policy, mode) in enumerate(cases):
+        by_key.setdefault((mode, policy, np.dtype(dtype)), []).append(i)
+    picks = {indices[k % len(indices)] for k, indices in enumerate(by_key.values())}
+    picks.update(np.linspace(0, len(cases) - 1, min(MAX_CASES, len(cases))).round().astype(int).tolist())
+    return [cases[i] for i in sorted(picks)]
+
+
+def test_every_mode_policy_and_dtype_of_a_row_is_compared():
+    for name, cases in CASES.items():
+        served = {(mode, policy, np.dtype(dtype)) for _, dtype, policy, mode in cases}
+        assert served == {(mode, policy, np.dtype(dtype)) for _, dtype, policy, mode in _spread(cases)}, name
 
 
 @pytest.mark.parametrize("row", table.ROWS, ids=[row.name for row in table.ROWS])

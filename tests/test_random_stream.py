@@ -27,37 +27,8 @@ import rpfloat as rp
 from reference import round_reference, stochastic_probability
 from rpfloat._kernels.cpu.loops import BLOCK, PIECE
 from rpfloat.rounding import round_chunk
-
-MASK_64 = 2**64 - 1
-MASK_32 = 2**32 - 1
-
-
-def splitmix64(key: int, index: int) -> int:
-    z = (key + (index + 1) * 0x9E3779B97F4A7C15) & MASK_64
-    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & MASK_64
-    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & MASK_64
-    return z ^ (z >> 31)
-
-
-def mix32(value: int, multiplier_1: int, multiplier_2: int, last_shift: int) -> int:
-    value ^= value >> 16
-    value = (value * multiplier_1) & MASK_32
-    value ^= value >> 15
-    value = (value * multiplier_2) & MASK_32
-    return value ^ (value >> last_shift)
-
-
-def stream(key: int, index: int) -> int:
-    """Number `index` of the stream `key`, as rpfloat/_kernels/random.py documents it."""
-    segment_key = splitmix64(key, index >> 32)
-    weyl = ((index & MASK_32) * 0x9E3779B9) & MASK_32
-    high = mix32((weyl + (segment_key >> 32)) & MASK_32, 0x7FEB352D, 0x846CA68B, 16)
-    low = mix32((weyl + (segment_key & MASK_32)) & MASK_32, 0x21F0AAAD, 0x735A2D97, 15)
-    return (high << 32) | low
-
-
-def seed_key(seed: int) -> int:
-    return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
+from stats_bounds import assert_binomial
+from stream_reference import MASK_64, seed_key, stream  # the documented stream, in plain Python integers
 
 
 def predicted(x: np.ndarray, fmt, mode: str, seed: int, rand_bits, offset: int, result_dtype) -> np.ndarray:
@@ -168,7 +139,12 @@ def test_the_reference_stream_is_not_degenerate():
     numbers = [stream(seed_key(0), i) for i in range(2000)]
     assert len(set(numbers)) == len(numbers)
     ones = sum(bin(n).count("1") for n in numbers)
-    assert abs(ones / (64 * len(numbers)) - 0.5) < 0.01
+    # five counts; were the bits fair coins, any of them fails with probability below 1e-6 (stats_bounds.py)
+    delta = 1e-6 / 5
+    assert_binomial(ones, 64 * len(numbers), 0.5, delta, "ones among the stream's bits")
+    for bit in (0, 31, 32, 63):  # each bit position on its own, the top bit (stochastic_equal's) included
+        ones = sum(n >> bit & 1 for n in numbers)
+        assert_binomial(ones, len(numbers), 0.5, delta, f"bit {bit} of the stream")
 
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest_away", "toward_zero", "up", "down", "odd"])

@@ -14,7 +14,7 @@ At N = 200_000 and p = 1/2 this accepts |K/N - p| up to about 0.0073.
 
 Sums of many different inputs (unbiasedness) use Bernstein's inequality,
 P(|S - E S| >= t) <= 2 exp(-t**2 / (2 (V + b t / 3))), with V the exact variance and
-b the largest step, again at DELTA per check.
+b the largest step, again at DELTA per check. Both bounds live in tests/stats_bounds.py.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import numpy as np
 import pytest
 
 import rpfloat as rp
+import stats_bounds
 from reference import STOCHASTIC_MODES, neighbours, stochastic_probability
 
 N = 200_000
 MAX_CHECKS = 400
 DELTA = 1e-6 / MAX_CHECKS
-LOG_BOUND = math.log(2 / DELTA)
 _checks_done = [0]
 
 _UINT = {2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -43,27 +43,10 @@ def _bits(a):
     return a.view(_UINT[a.dtype.itemsize])
 
 
-def _kl(q: float, p: float) -> float:
-    """Relative entropy KL(Bernoulli(q) || Bernoulli(p)), 0 < p < 1."""
-    out = 0.0
-    if q > 0:
-        out += q * math.log(q / p)
-    if q < 1:
-        out += (1 - q) * math.log((1 - q) / (1 - p))
-    return out
-
-
 def assert_binomial(count: int, n: int, p: Fraction, context: str):
     _checks_done[0] += 1
     assert _checks_done[0] <= MAX_CHECKS, "more checks than the union bound allows for"
-    if p == 0 or p == 1:
-        assert count == n * p, f"{context}: P(hi) = {p} exactly, got {count} of {n}"
-        return
-    statistic = n * _kl(count / n, float(p))
-    assert statistic < LOG_BOUND, (
-        f"{context}: {count} of {n} rounded to hi, expected about {float(p) * n:.1f} "
-        f"(N*KL = {statistic:.1f} >= {LOG_BOUND:.1f})"
-    )
+    stats_bounds.assert_binomial(count, n, p, DELTA, f"{context}: rounded to hi")
 
 
 def _same_bits(values: np.ndarray, target: float) -> np.ndarray:
@@ -170,9 +153,7 @@ def test_stochastic_equal_with_rand_bits(rand_bits):
 
 
 def _bernstein_tolerance(variance: float, step: float) -> float:
-    """t with 2 exp(-t**2 / (2 (V + b t / 3))) = DELTA: solve the quadratic in t."""
-    a = step * LOG_BOUND / 3
-    return a + math.sqrt(a * a + 2 * variance * LOG_BOUND)
+    return stats_bounds.bernstein_tolerance(variance, step, DELTA)
 
 
 @pytest.mark.parametrize(

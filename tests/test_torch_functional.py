@@ -6,12 +6,11 @@ import sys
 
 import numpy as np
 import pytest
+import torch  # the test extra installs it: a missing torch fails here rather than skipping
 
-torch = pytest.importorskip("torch")
-
-import rpfloat as rp  # noqa: E402
-import rpfloat.torch as rpt  # noqa: E402
-from rpfloat.torch import functional  # noqa: E402
+import rpfloat as rp
+import rpfloat.torch as rpt
+from rpfloat.torch import functional
 
 FORMATS = ["bfloat16", "e4m3", "e5m2", "q8.8", rp.FloatFormat(6, 9)]
 MODES = ["nearest", "toward_zero", "up", "odd", "stochastic", "stochastic_equal"]
@@ -328,8 +327,35 @@ def test_meta_tensors_are_refused():
         rpt.round(torch.empty(3, device="meta"), "e4m3")
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+class _SaysCuda(torch.Tensor):
+    """A CPU tensor that reports a CUDA device and fails any copy to the host or read of its data."""
+
+    @property
+    def device(self):
+        return torch.device("cuda", 0)
+
+    @property
+    def is_cuda(self):
+        return True
+
+    def _copied(self, *args, **kwargs):
+        raise AssertionError("a CUDA tensor was copied or read")
+
+    cpu = numpy = to = detach = clone = contiguous = _copied
+
+
 def test_cuda_tensors_are_refused_not_copied():
+    """Runs without a GPU: the check reads only ``t.device``, which the stand-in reports as cuda:0."""
+    t = torch.Tensor._make_subclass(_SaysCuda, torch.ones(3))
+    assert t.device.type == "cuda"
+    with pytest.raises(ValueError, match=r"t is on device cuda:0; .*rpfloat.cuda.round"):
+        rpt.round(t, "e4m3")
+    with pytest.raises(ValueError, match=r"t is on device cuda:0; .*rpfloat.cuda.round"):
+        rpt.round(torch.Tensor._make_subclass(_SaysCuda, torch.ones(3), True), "e4m3", grad_fmt="e5m2")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_real_cuda_tensors_are_refused_not_copied():
     with pytest.raises(ValueError, match=r"t is on device cuda.*rpfloat.cuda.round"):
         rpt.round(torch.ones(3, device="cuda"), "e4m3")
 

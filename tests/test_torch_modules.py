@@ -6,15 +6,13 @@ import json
 
 import numpy as np
 import pytest
+import torch  # the test extra installs it: a missing torch fails here rather than skipping
+from torch import nn
+from torch.nn import functional as F
 
-torch = pytest.importorskip("torch")
-
-from torch import nn  # noqa: E402
-from torch.nn import functional as F  # noqa: E402
-
-import rpfloat as rp  # noqa: E402
-import rpfloat.torch as rpt  # noqa: E402
-from rpfloat.torch import modules  # noqa: E402
+import rpfloat as rp
+import rpfloat.torch as rpt
+from rpfloat.torch import modules
 
 FIXED8_AUTO = rp.ScaledFormat(rp.FixedFormat(8, 0), scale_rounding="rceil")
 
