@@ -384,3 +384,33 @@ def test_fused_products_of_operands_past_2_995_round_the_float64_product(order):
         for fma in (True, False):
             assert rp.dot(a, b, "bfloat16", fma=fma, mode=mode, order=order) == want, (mode, fma)
         assert rp.dot(-a, b, "bfloat16", fma=True, mode="toward_zero", order=order) == -largest
+
+
+@pytest.mark.parametrize("kwargs", [dict(fma=True), dict(block_k=2)])
+def test_products_of_27_bit_operands_are_not_taken_as_exact(kwargs):
+    """(2**27 - 1)**2 = 2**54 - 2**28 + 1 needs 54 bits: float64 does not hold it,
+    so the product's error must be kept (the exact sum is -2**28 + 1)."""
+    x = float(2**27 - 1)
+    a, b = np.array([1.0, x]), np.array([-(2.0**54), x])
+    assert float(dot(a, b, "float64", **kwargs)) == -(2.0**28) + 1
+
+
+@pytest.mark.parametrize("name", ["e4m3", "e2m1", "q8.8", "float16", "bfloat16", "e5m2", "float32"])
+@pytest.mark.parametrize("kwargs", [dict(block_k=2), dict(fma=True), dict(block_k=2, mode="nearest_away"),
+                                    dict(fma=True, mode="nearest_away")])
+def test_exact_sums_just_below_the_overflow_midpoint_round_to_max(name, kwargs):
+    """max + (half a step past max) * (1 - 2**-60), summed exactly (block_k) or in
+    one fused step: its float64 is the midpoint past max itself, the exact sum
+    lies below it, so nearest (ties even or away) gives max, as rp.round does.
+    Formats with inf too: inf above max is no neighbour to tie with."""
+    fmt = rp.format(name)
+    step = 2.0**-fmt.frac_bits if isinstance(fmt, rp.FixedFormat) else 2.0**(fmt.emax - fmt.man_bits)
+    a = np.array([1.0, 1.0 + 2.0**-30])
+    b = np.array([float(fmt.max), step / 2 * (1.0 - 2.0**-30)])  # a[1] * b[1] = step / 2 * (1 - 2**-60)
+    mode = kwargs.get("mode", "nearest")
+    below = float(fmt.max) + step / 2 * (1.0 - 2.0**-40)
+    if below < float(fmt.max) + step / 2:  # (where a float64 holds such a number)
+        assert float(rp.round(np.array([below]), fmt, mode)[0]) == fmt.max
+    assert float(dot(a, b, fmt, **kwargs)) == fmt.max
+    if not isinstance(fmt, rp.FixedFormat):
+        assert float(dot(-a, b, fmt, **kwargs)) == -fmt.max

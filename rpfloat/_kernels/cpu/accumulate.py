@@ -256,10 +256,10 @@ def _nearest_pick(magnitude, other, upper, residual, params, midpoints, mode, si
                 return upper
         return magnitude
     upper_value = _away_from_zero(magnitude, sign, params)
-    if lower_value <= value <= upper_value:
+    if lower_value <= value <= upper_value and upper_value < math.inf:
         if value - lower_value == upper_value - value:
             return other
-    elif value == midpoints[1 if sign != 0 else 0]:
+    elif value == midpoints[1 if sign != 0 else 0]:  # past max (up to inf, where the format has it)
         return other
     return magnitude
 
