@@ -1069,3 +1069,33 @@ def test_significand_scales_past_float64s_bits_are_refused(element, scale_format
         x = _midpoint_blocks(fmt, 200, seed, largest)
         wrong += np.count_nonzero(rp.round(x, fmt).view(np.int64) != scaled_reference(x, fmt).values.view(np.int64))
     assert wrong > 0
+
+
+@pytest.mark.parametrize("scale_range", [(0, 0), (0, 1), (-3, 4), (-8, 7), (1, 4), (0, 255), (-20, 20)])
+def test_scale_bits_of_exponent_ranges_count_their_codes(scale_range):
+    """The high - low + 1 scale codes (0 .. high - low) of an exponent range take ceil(log2(count)) bits."""
+    low, high = scale_range
+    fmt = rp.ScaledFormat("e4m3", block_size=4, scale_format=scale_range)
+    assert fmt.scale_bits == max(1, math.ceil(math.log2(high - low + 1)))
+    x = np.array([448.0 * 2.0**s for s in range(low, high + 1) for _ in range(4)])
+    codes = rp.encode(x, fmt)
+    assert int(codes.scales.max()) == high - low
+    packed = rp.pack(codes, fmt)
+    assert packed.scales.nbytes == -(-(high - low + 1) * fmt.scale_bits // 8)
+    np.testing.assert_array_equal(rp.decode(rp.unpack(packed, fmt), fmt), x)
+
+
+@pytest.mark.parametrize("m, expected", [
+    (1 + 2.0**-23 + 2.0**-24, 1 + 2.0**-22),      # a float32 tie: to the even neighbour, up
+    (1 + 2.0**-22 + 2.0**-24, 1 + 2.0**-22),      # a tie: to the even neighbour, down
+    (1 + 2.0**-23 + 2.0**-24 + 2.0**-45, 1 + 2.0**-22),
+    (1 + 2.0**-23 + 2.0**-24 - 2.0**-45, 1 + 2.0**-23),
+])
+def test_nvfp4_tensor_scale_is_the_quotient_rounded_once_to_float32(m, expected):
+    """g = max|x| / (448 * 6) rounded once to float32, nearest even; here the
+    quotient is m exactly (float64 data), at or near a float32 midpoint."""
+    x = np.zeros(16)
+    x[3] = 2688.0 * m
+    assert Fraction(x[3]) / 2688 == Fraction(m)  # exact
+    codes = rp.encode(x, rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True))
+    assert float(codes.tensor_scale) == expected
