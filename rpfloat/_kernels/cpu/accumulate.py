@@ -969,7 +969,7 @@ def accumulate_blocks(a, b, out, acc_params, acc_midpoints, acc_general, mode, b
                         if p != 0.0:
                             low = min(low, exact_add(digits, p))
                             added += 1
-                            if e != 0.0 and math.isfinite(e):  # not finite: operands past 2**995
+                            if e != 0.0:  # (two_product's error is finite: 0 past 2**995)
                                 low = min(low, exact_add(digits, e))
                                 added += 1
                             if added >= NORMALIZE_EVERY:
@@ -1018,7 +1018,7 @@ def accumulate_kahan(a, b, out, product_params, product_midpoints, product_gener
                     if k == 0:
                         total, residual = term, term_residual
                     elif (term_residual != 0.0 and compensation != 0.0 and math.isfinite(term)
-                          and math.isfinite(term_residual) and math.isfinite(compensation)):
+                          and math.isfinite(compensation)):
                         low = min(exact_add(digits, term), exact_add(digits, term_residual))
                         low = min(low, exact_add(digits, -compensation))
                         low = wrap_digits(digits, low, acc_params)
