@@ -528,10 +528,14 @@ def run_round(arguments: argparse.Namespace) -> int:
             print(f"note: {fmt.name or 'this format'} needs the whole array at once (one scale per array, "
                   "blocks along another axis than the last, or a tensor scale); rounding it in one piece",
                   file=sys.stderr)
-        target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape, result_dtype)
         progress = Progress(source.size, _show_progress(arguments.progress), f"rounding {arguments.input.name}")
         parts = []
+        target = None
         try:
+            # (a signal between the temporary file's creation and `target` would leave the file behind)
+            with signals_held():
+                target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape,
+                                     result_dtype)
             for start, stop, chunk_shape in ranges:
                 values = source.read(start, stop).reshape(chunk_shape)
                 rounded, part = round_chunk(values, fmt, mode, offset=start, overflow=arguments.overflow, rng=seed,
@@ -543,7 +547,8 @@ def run_round(arguments: argparse.Namespace) -> int:
             target.commit()
         except BaseException as error:
             progress.finish()
-            target.discard()
+            if target is not None:
+                target.discard()
             if isinstance(error, OSError):  # a full disk, a vanished folder
                 raise FileError(f"cannot write {arguments.output}: {_reason(error)}") from None
             raise
@@ -781,6 +786,27 @@ def _terminate_as_interrupt():
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def signals_held():
+    """SIGINT, SIGTERM and SIGHUP held back for the block: the first that arrives
+    is raised again as it ends, to the handlers it would have met (main thread;
+    elsewhere a no-op). Handlers, not a signal mask: a process's signal may be
+    delivered to any of its threads."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    signums = [getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)]
+    arrived = []
+    previous = {signum: signal.signal(signum, lambda signum, frame: arrived.append(signum)) for signum in signums}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler if handler is not None else signal.SIG_DFL)
+        if arrived:
+            signal.raise_signal(arrived[0])
 
 
 if __name__ == "__main__":

@@ -337,6 +337,20 @@ def test_info_and_demo_print_values_exact_where_short():
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_signal_while_held_arrives_after_the_block():
+    """``round`` creates its temporary file and takes hold of it with signals
+    held, so that SIGTERM cannot land between the two and leave the file behind."""
+    reached = []
+    with pytest.raises(cli.Terminated):
+        with cli._terminate_as_interrupt():
+            with cli.signals_held():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.05)
+                reached.append("end of the block")
+    assert reached == ["end of the block"]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("signal_name, status, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
 def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path, signal_name, status, said):
     np.save(tmp_path / "in.npy", np.ones(4_000_000, np.float32))
