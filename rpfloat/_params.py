@@ -62,7 +62,7 @@ def _float_fields(fmt, result_dtype: np.dtype):
 
 
 def _fast_range(fmt, fields: dict, policy: str) -> dict:
-    """The kernel's fast path (``cpu.fast_bits.fast_round_bits``) for magnitudes from
+    """The kernel's fast path (``core.fast_element.fast_round_bits``) for magnitudes from
     fast_low_bits (fast_low_random_bits for stochastic rounding) to the format's
     largest value. From fast_aligned_bits (one spacing below min_normal, or
     min_normal without subnormals) up, the bits dropped are

@@ -130,14 +130,14 @@ def significand_scale(largest, float_params, scale_params):
     exponent = ((bits >> 52) & 0x7FF) - 1023
     if (1 <= man_bits <= 51 and bits >= scale_params[P_MIN_NORMAL_BITS]
             and exponent - man_bits >= MIN_EXPONENT_64 and scale_params[P_DEEP] == 0):
-        step = _power_of_two(exponent - man_bits)
-        rounded = ((quotient * _power_of_two(man_bits - exponent) + TWO_52) - TWO_52) * step
+        step = power_of_two(exponent - man_bits)
+        rounded = ((quotient * power_of_two(man_bits - exponent) + TWO_52) - TWO_52) * step
     else:
         rounded = bits_to_float64(round_bits(bits, scale_params, NEAREST, np.uint64(0), 64, True))
     return min(max(rounded, float_params[F_SCALE_MIN]), scale_max)
 
 
 @njit(**NUMBA_OPTIONS)
-def _power_of_two(exponent):
+def power_of_two(exponent):
     """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
     return bits_to_float64(np.int64(exponent + 1023) << 52)

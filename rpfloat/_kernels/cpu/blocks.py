@@ -43,6 +43,7 @@ from ..core.bits import (
     NUMBA_OPTIONS, bits_to_float32, bits_to_float64, float32_to_bits, float64_to_bits, hidden_zero, shift_left,
     shift_right, wrapping_add, wrapping_mul,
 )
+from ..core.fast_element import FAST_BITS_MODES, fast_bounds, fast_round_bits
 from ..core.layout import (
     P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET,
     P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, P_NO_NEGATIVE_ZERO, P_OVERFLOW, P_WORD_BITS,
@@ -52,15 +53,14 @@ from ..core.scale import (
     B_BLOCK_SIZE, B_ELEMENTS, B_EMAX, B_KIND, B_ROUNDING, B_S_MAX, B_S_MIN, B_TOP_SPACING_EXP, CEIL, EVEN,
     F_ELEMENT_MAX, F_SCALE_MAX, F_SCALE_MIN, F_TENSOR_SCALE, FRACTION_64, HIDDEN_BIT_64, N_BLOCK_PARAMS, N_FLOAT_PARAMS,
     POWER_OF_TWO, RCEIL,
-    power_of_two_exponent, round_element, significand_scale,
+    power_of_two, power_of_two_exponent, round_element, significand_scale,
 )
 from ..core.stream import (
     WEYL_32, keyed_bits, keyed_weyl, loop_constants, mix_high, mix_low, random_bits, segment_keys, top_bits_mask_32,
 )
-from .fast_bits import FAST_BITS_MODES, fast_round_bits
 from .fast_nearest_float import nearest_by_adding
 from .table import nearest_by_adding as nearest_by_adding_condition
-from .loops import compiled, fast_bounds
+from .loops import compiled
 
 BLOCK_PARAMS_TYPE = types.UniTuple(types.int64, N_BLOCK_PARAMS)
 FLOAT_PARAMS_TYPE = types.UniTuple(types.float64, N_FLOAT_PARAMS)
@@ -186,12 +186,6 @@ def run_extremes(typingctx, array, start):
 
 
 @njit(**NUMBA_OPTIONS)
-def power_of_two(exponent):
-    """``2.0**exponent`` for an exponent in [-1022, 1023], from its bits."""
-    return bits_to_float64(np.int64(exponent + 1023) << 52)
-
-
-@njit(**NUMBA_OPTIONS)
 def round_blocks(source, target, scales, element_params, scale_params, block_params, float_params, mode, key,
                  offset, rand_bits):
     """Round `source` onto the scaled format into `target` and the block scales
@@ -292,7 +286,7 @@ def _round_rows(source, target, scales, element_params, scale_params, block_para
 # Rounding v / 2**s onto the element and multiplying by 2**s is rounding onto the
 # element's grid shifted by s binades. On float32 bits: subtract s from the
 # exponent field (``y = |v| - s << 23``, exact while |v| and y are normal), round y
-# with the element's float32 fast path (``fast_bits.fast_round_bits``) and add s
+# with the element's float32 fast path (``core.fast_element.fast_round_bits``) and add s
 # back (exact while the result is normal or zero). The block's pass for its max
 # also finds its least nonzero magnitude (a long block: that of each piece of
 # PIECE elements), and a block or piece takes the fast loop where its results

@@ -15,7 +15,7 @@ loops turned so that the innermost one runs over independent outputs:
   spacing is a float64 normal by adding a power of two (``fast_nearest_float``),
   other modes onto floating-point formats by one bias and mask for normal
   magnitudes (`_round_uniform`), and anything else with a fast range by
-  ``fast_bits.fast_round_bits``. Stochastic lanes draw their random numbers in
+  ``core.fast_element.fast_round_bits``. Stochastic lanes draw their random numbers in
   32-bit loops of their own, from per-lane keys drawn once per row of a tile.
 * Each lane's range keys are reduced (least and greatest over the loop) and its
   float64 residual or-ed, so the loop has no branch; after it one test says
@@ -70,6 +70,7 @@ from numba import njit, types
 
 from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits
 from ..core.element import directed_bias
+from ..core.fast_element import checked_magnitude, fast_bounds, fast_round_bits
 from ..core.layout import (
     ALL_MODES, NEAREST, NEAREST_AWAY, ODD, P_BELOW_QUANTUM_BITS, P_CARRIER_MAN_BITS, P_FAST_DROP_MIN,
     P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS, P_MAN_BITS, P_MAX_NEG_BITS, P_MAX_POS_BITS, P_MIN_NORMAL_BITS,
@@ -81,9 +82,7 @@ from ..core.stream import (
 )
 from .accumulate import MIDPOINTS_TYPE, PRODUCT, popcount, round_exact, round_value, two_sum
 from .environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
-from .fast_bits import fast_round_bits
 from .fast_nearest_float import nearest_by_adding
-from .loops import checked_magnitude, fast_bounds
 from .table import nearest_by_adding as nearest_by_adding_serves
 
 __all__ = ["TILE", "run", "serves", "compiled_kernels"]
@@ -98,7 +97,7 @@ TILE = 1024
 PARALLEL_THRESHOLD = 1 << 22
 # Row ranges per thread, taken in turn (`_on_threads`).
 CHUNKS_PER_THREAD = 8
-# How the lanes round (the kernel's fast path): ``fast_bits.fast_round_bits``
+# How the lanes round (the kernel's fast path): ``core.fast_element.fast_round_bits``
 # (any format with a fast range), by adding a power of two (nearest), or by one
 # bias and mask for the format's normal magnitudes (`_round_uniform`); PLAIN and
 # PLAIN_NONZERO add a power of two without any range key, where the operands'
@@ -342,7 +341,7 @@ def _round_plain(bits, params, mode, random, rand_bits):
 def _round_uniform(bits, params, mode, random, rand_bits):
     """float64 `bits` whose magnitude is 0 or a normal magnitude of the format (at
     most its largest value) rounded in `mode`: ``52 - man_bits`` bits dropped
-    after adding the mode's bias, as ``fast_bits.fast_round_bits`` decides there."""
+    after adding the mode's bias, as ``core.fast_element.fast_round_bits`` decides there."""
     drop = params[P_CARRIER_MAN_BITS] - params[P_MAN_BITS]
     low_mask = (np.int64(1) << drop) - 1
     magnitude = bits & ABS_MASK

@@ -18,13 +18,13 @@ exponent fields (a's field ``E``, P's field ``E_P``)::
     E_P = max(E + fast_drop_min, fast_drop_offset)
 
 the same two parameters that give the bit-level fast path the number of bits
-it drops (``fast_bits.fast_round_bits``: E_P = E + drop). ``a <= P`` holds from
+it drops (``core.fast_element.fast_round_bits``: E_P = E + drop). ``a <= P`` holds from
 ``fast_drop_min >= 1`` (``man_bits < carrier_man_bits``) up, and below
 min_normal, where a < 2**(q_min + man_bits).
 
 Per element that is an AND for the exponent field, an add and a max for P, a
 float add and subtract, and two operations for the sign: fewer than
-``fast_bits.fast_round_bits`` needs.
+``core.fast_element.fast_round_bits`` needs.
 
 The table's condition ``table.nearest_by_adding`` says where it holds on the
 whole fast range: floating-point formats with subnormals and a signed zero,

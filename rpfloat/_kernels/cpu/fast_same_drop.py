@@ -23,7 +23,7 @@ carrier's subnormals drop the same d bits, and the loops take every magnitude
 from 0 up (zeros and subnormals too), with nothing below.
 
 Stochastic rounding adds the spec's random bias instead, the top d bits of the
-element's random number (as ``fast_bits.stochastic_bias`` draws them: for
+element's random number (as ``core.fast_element.stochastic_bias`` draws them: for
 float32 data its high word, the bits beyond the top ``rand_bits`` cleared)::
 
     r = (a + bias) & ~(2**d - 1)
@@ -32,7 +32,7 @@ which is the bit-level fast path's rounding from fast_aligned_bits up, where
 that path's stochastic range starts for these formats in float32.
 
 With one shift count for the whole loop this takes fewer instructions than
-``fast_bits.fast_round_bits``. It works on integers only, so it does not depend
+``core.fast_element.fast_round_bits``. It works on integers only, so it does not depend
 on the thread's floating-point environment.
 
 The table's condition ``table.uniform_drop`` says where it applies:

@@ -5,7 +5,7 @@ and float6 formats, FloatFormat(6, 9)).
 Those formats keep none of a float64's low 32-bit word: from one spacing up
 the bits dropped are ``drop = max(drop_min, drop_offset - exponent field)`` with
 ``32 <= drop <= 52``, so the rounded magnitude is ``(a + B) & ~(2**drop - 1)``
-(``fast_bits.fast_round_bits``: a the magnitude, B the random bias, the top
+(``core.fast_element.fast_round_bits``: a the magnitude, B the random bias, the top
 `drop` bits of the 64-bit random number R with those beyond its top
 `rand_bits` cleared) and its low word is 0. Its high word comes from the
 halves alone, with ``d = drop - 32`` and R' = R so masked::
@@ -24,7 +24,7 @@ for bit, and the tests hold both to each other and to the documented stream.
 The loop covers magnitudes from one spacing (the 64-bit fast path also takes
 some below it) to the format's largest value, narrowed to what the high words
 alone can tell: from a multiple of 2**32 to one below a multiple of 2**32
-(``loops.fast_bounds``). In that range no result is 0 (the smallest is one
+(``core.fast_element.fast_bounds``). In that range no result is 0 (the smallest is one
 spacing), none overflows, and no input is inf or NaN (the variant below widens
 it down to 0).
 

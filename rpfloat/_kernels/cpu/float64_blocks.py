@@ -35,10 +35,9 @@ from ..core.bits import NUMBA_OPTIONS, bits_to_float64, float64_to_bits, wrappin
 from ..core.layout import PARAMS_TYPE, STOCHASTIC
 from ..core.scale import (
     B_KIND, F_ELEMENT_MAX, F_TENSOR_SCALE, N_BLOCK_PARAMS, N_FLOAT_PARAMS, POWER_OF_TWO,
-    SMALLEST_NORMAL_64, power_of_two_exponent, round_element, significand_scale,
+    SMALLEST_NORMAL_64, power_of_two, power_of_two_exponent, round_element, significand_scale,
 )
 from ..core.stream import random_bits
-from .blocks import power_of_two
 from .loops import compiled
 
 __all__ = ["block_scales", "scale_down", "scale_up", "fix_tiny", "column_scales", "column_quotients",

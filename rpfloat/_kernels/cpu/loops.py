@@ -20,10 +20,10 @@ wider than float32, such as q16.16): its fast path rounds the float32 bits with
 float32 parameters wherever the result fits float32, its general path rounds
 the float64 value, both in the same pass over memory.
 
-The fast loops (`BITS_LOOP` and the others below) each come from one file of
-this package, named by what it serves: ``fast_bits`` (every format with a fast
-range), ``fast_nearest_float`` (nearest onto floating-point formats, by adding a
-power of two), ``fast_same_drop`` (formats that drop the same bits from every
+The fast loops (`BITS_LOOP` and the others below) each come from one file,
+named by what it serves: ``core.fast_element`` (every format with a fast range;
+the CUDA kernels share it) and, in this package, ``fast_nearest_float``
+(nearest onto floating-point formats, by adding a power of two), ``fast_same_drop`` (formats that drop the same bits from every
 magnitude: bfloat16, tf32, formats without subnormals), ``fast_stochastic_float32``
 (stochastic rounding of float32 data onto fixed and floating point),
 ``fast_stochastic_float64`` (stochastic rounding of float64 data in 32-bit words).
@@ -36,56 +36,22 @@ from ..core.bits import (
     HIGH_WORD, LOW_WORD, NUMBA_OPTIONS, bit_or, bit_xor, bits_to_float32, bits_to_float64, count_leading_zeros,
     float64_to_bits, float64_words, hidden_zero, shift_left, wrapping_add, wrapping_mul,
 )
-from ..core.element import LOW_32_MASK, U_32, U_LOW_32, U_ONE, U_ZERO, ZERO, round_bits, same_width
+from ..core.element import U_32, U_LOW_32, U_ONE, U_ZERO, ZERO, round_bits, same_width
 from ..core.layout import (
     P_BELOW_QUANTUM_BITS, P_BELOW_TIE_UP, P_CARRIER_MAN_BITS, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN,
-    P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_FAST_LOW_RANDOM_BITS, P_FAST_RANGE_MASK,
-    P_HALF_QUANTUM_BITS, P_MIN_NORMAL_BITS, P_NO_NEGATIVE_ZERO, P_SCALE_BITS, P_UNIFORM_FROM_ZERO, PARAMS_TYPE,
+    P_FAST_DROP_OFFSET, P_FAST_RANGE_MASK, P_HALF_QUANTUM_BITS, P_MIN_NORMAL_BITS, P_NO_NEGATIVE_ZERO, P_SCALE_BITS, P_UNIFORM_FROM_ZERO, PARAMS_TYPE,
     NEAREST, STOCHASTIC,
 )
 from ..core.stream import (
     WEYL_32, counter_bits, fill_halves, keyed_bits, keyed_weyl, loop_constants, segment_keys, top_bits_mask_32,
 )
-from .fast_bits import FAST_BITS_MODES, fast_round_bits
+from ..core.fast_element import FAST_BITS_MODES, checked_magnitude, fast_bounds, fast_round_bits, range_magnitude
 from .fast_nearest_float import nearest_by_adding
 from .fast_same_drop import stochastic_uniform, uniform_round
 from .fast_stochastic_float32 import loop_two_31, split_stochastic, stochastic_count, store_scaled, widening_rebias
 from .fast_stochastic_float64 import (
     MAGNITUDE_32, ZERO_HALVES_QUANTUM, opaque_all_ones, round_block, round_block_from_zero,
 )
-
-
-@njit(**NUMBA_OPTIONS)
-def range_magnitude(bits, params):
-    """What must lie in the fast path's range (`fast_round_bits`): the magnitude.
-    Where negatives are not in it (unsigned formats), the range mask keeps the
-    sign bit, so that their bits are negative integers, below the range."""
-    return same_width(bits, bits & same_width(bits, params[P_FAST_RANGE_MASK]))
-
-
-@njit(**NUMBA_OPTIONS)
-def fast_bounds(params, mode, halves):
-    """The fast range in `mode`: the least and greatest range magnitude
-    (`range_magnitude`, int64) that the fast loop rounds. For the halves loop
-    (`halves`, ``fast_stochastic_float64.round_block``) it starts at one spacing, and is narrowed
-    to what the high words tell: from a multiple of 2**32, to one below a multiple."""
-    low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
-    high = params[P_FAST_HIGH_BITS]
-    if halves:
-        low = max(low, params[P_FAST_ALIGNED_BITS]) + LOW_32_MASK
-        low -= low & LOW_32_MASK
-        high -= (high + 1) & LOW_32_MASK
-    return low, high
-
-
-@njit(**NUMBA_OPTIONS)
-def checked_magnitude(bits, low, params, zero_ok):
-    """`range_magnitude` as the range check sees it: where the fast loop also
-    rounds zeros (`zero_ok`), a zero range magnitude counts as `low`."""
-    magnitude = range_magnitude(bits, params)
-    if zero_ok:
-        return same_width(bits, low) if magnitude == same_width(bits, 0) else magnitude
-    return magnitude
 
 
 def range_keys(bits, low, params, zero_ok):

@@ -32,6 +32,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from ..core.fast_element import FAST_BITS_MODES
 from ..core.layout import (
     ALL_MODES, DETERMINISTIC_MODES, NEAREST, OVERFLOW_SATURATE, OVERFLOW_WRAP, P_BELOW_QUANTUM_BITS, P_CARRIER_BIAS,
     P_CARRIER_MAN_BITS, P_DEEP, P_FAST_ALIGNED_BITS, P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS,
@@ -39,7 +40,6 @@ from ..core.layout import (
     P_WORD_BITS, STOCHASTIC,
 )
 from .environment import KEEPS_SUBNORMALS, ROUNDS_TO_NEAREST, environment
-from .fast_bits import FAST_BITS_MODES
 from .fast_fixed import SCALED_MODES, round_scaled
 from .fast_stochastic_float64 import MIN_DROP
 from .loops import (
@@ -206,7 +206,7 @@ ROWS = (
         KEEPS_SUBNORMALS, scaled_random, True),
     Row("scaled", _by_mode(round_scaled, SCALED_MODES), ANY_CARRIERS, KEEPS_SUBNORMALS, scaled, False),
     # bit-level kernels, any environment: float64 data in 32-bit words
-    # (fast_stochastic_float64), the fast path of every format (fast_bits), and the
+    # (fast_stochastic_float64), the fast path of every format (core.fast_element), and the
     # loop without a fast path, where round_bits decides every element: the rare
     # formats, and any mode that no fast path knows
     Row("stochastic_halves_from_zero", _by_mode(round_stochastic_halves_from_zero, STOCHASTIC_ONLY), FLOAT64_DATA,

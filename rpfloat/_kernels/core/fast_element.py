@@ -1,24 +1,27 @@
-"""The fast path every format with a fast range takes: `fast_round_bits`.
+"""The fast path every format with a fast range takes: `fast_round_bits`, and
+the range it serves (`fast_bounds`, `checked_magnitude`).
 
 It rounds the common magnitudes only (no overflow, inf, NaN or carrier subnormal
-below the format's grid) with fewer instructions than ``core.element.round_bits``
-and the same decisions; the block loop (``loops``) runs it over blocks of
-elements and gives what lay outside its range to ``round_bits`` again. The
-other fast paths of this package serve narrower cases faster.
+below the format's grid) with fewer instructions than ``element.round_bits``
+and the same decisions; a backend runs it over its elements and gives what lay
+outside its range to ``round_bits`` again (the CPU's block loop,
+``cpu.loops``; the CUDA kernels, ``cuda.kernels``). The CPU's other fast paths
+(``cpu.fast_*``) serve narrower cases faster.
 """
 import numpy as np
 from numba import njit, types
 from numba.extending import overload
 
-from ..core.bits import NUMBA_OPTIONS, bit_xor, shift_left, shift_right
-from ..core.element import (
-    U_32, U_63, U_63_ONES, U_ONE, U_SIGN_64, directed_bias, same_width, shift_mask, step_below,
+from .bits import NUMBA_OPTIONS, bit_xor, shift_left, shift_right
+from .element import (
+    LOW_32_MASK, U_32, U_63, U_63_ONES, U_ONE, U_SIGN_64, directed_bias, same_width, shift_mask, step_below,
 )
-from ..core.layout import (
+from .layout import (
     NEAREST, NEAREST_AWAY, ODD, P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_CARRIER_MAN_BITS, P_FAST_ALIGNED_BITS,
-    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_NO_NEGATIVE_ZERO, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP, DOWN,
+    P_FAST_DROP_MIN, P_FAST_DROP_OFFSET, P_FAST_HIGH_BITS, P_FAST_LOW_BITS, P_FAST_LOW_RANDOM_BITS,
+    P_FAST_RANGE_MASK, P_NO_NEGATIVE_ZERO, STOCHASTIC, STOCHASTIC_EQUAL, TOWARD_ZERO, UP, DOWN,
 )
-from ..core.stream import top_bits_mask_32, top_bits_mask_64
+from .stream import top_bits_mask_32, top_bits_mask_64
 
 # the modes `fast_round_bits` decides (in mode-number order); a mode added to
 # core.element.round_bits alone takes the table's general loop
@@ -144,3 +147,36 @@ def fast_round_bits(bits, params, mode, random, rand_bits):
         result = same_width(bits, same_width(bits, magnitude + bias) & ~low_mask)
     unsigned_zero = same_width(bits, -same_width(bits, result == zero)) & same_width(bits, -params[P_NO_NEGATIVE_ZERO])
     return same_width(bits, result | (bits & sign_bit & ~unsigned_zero))
+
+
+@njit(**NUMBA_OPTIONS)
+def range_magnitude(bits, params):
+    """What must lie in the fast path's range (`fast_round_bits`): the magnitude.
+    Where negatives are not in it (unsigned formats), the range mask keeps the
+    sign bit, so that their bits are negative integers, below the range."""
+    return same_width(bits, bits & same_width(bits, params[P_FAST_RANGE_MASK]))
+
+
+@njit(**NUMBA_OPTIONS)
+def fast_bounds(params, mode, halves):
+    """The fast range in `mode`: the least and greatest range magnitude
+    (`range_magnitude`, int64) that the fast loop rounds. For the halves loop
+    (`halves`, ``fast_stochastic_float64.round_block``) it starts at one spacing, and is narrowed
+    to what the high words tell: from a multiple of 2**32, to one below a multiple."""
+    low = params[P_FAST_LOW_RANDOM_BITS] if mode == STOCHASTIC else params[P_FAST_LOW_BITS]
+    high = params[P_FAST_HIGH_BITS]
+    if halves:
+        low = max(low, params[P_FAST_ALIGNED_BITS]) + LOW_32_MASK
+        low -= low & LOW_32_MASK
+        high -= (high + 1) & LOW_32_MASK
+    return low, high
+
+
+@njit(**NUMBA_OPTIONS)
+def checked_magnitude(bits, low, params, zero_ok):
+    """`range_magnitude` as the range check sees it: where the fast loop also
+    rounds zeros (`zero_ok`), a zero range magnitude counts as `low`."""
+    magnitude = range_magnitude(bits, params)
+    if zero_ok:
+        return same_width(bits, low) if magnitude == same_width(bits, 0) else magnitude
+    return magnitude
