@@ -18,7 +18,7 @@ import numbers
 import numpy as np
 
 from ._plan import plan_for, random_key
-from .scaling import ScaledPlan
+from .scaling import ScaledPlan, block_layout_of, tensor_scale_of
 
 __all__ = ["round", "is_device_array"]
 
@@ -63,10 +63,12 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         (a numba device array, a CuPy array, a torch CUDA tensor: ``.detach()``
         one that requires grad). Never modified unless it is `out`.
     fmt, mode, overflow, rng, rand_bits
-        As for :func:`rpfloat.round`. Scaled formats are not supported yet.
+        As for :func:`rpfloat.round`, scaled formats (MX, NVFP4, one scale per
+        tensor or per slice) among them.
     out : device array, optional
-        A C-contiguous device array of `x`'s shape and dtype to write into; may
-        be `x` itself (in place), must not overlap it otherwise. Returned as given.
+        A C-contiguous device array of `x`'s shape and the results' dtype to
+        write into; may be `x` itself (in place), must not overlap it
+        otherwise. Returned as given.
     offset : int, default 0
         The flat index of `x`'s first element in a larger whole (chunks of an
         array get the bits of the whole).
@@ -74,7 +76,8 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     Returns
     -------
     device array
-        Of `x`'s dtype and shape, and of its kind where feasible: a CuPy array
+        Of `x`'s shape and dtype (float64 for float32 data onto a scaled format
+        with a tensor scale, as on the CPU), and of its kind where feasible: a CuPy array
         for CuPy input, a torch tensor on the same device for torch input, a
         numba device array otherwise. The kernel runs on numba's default stream,
         asynchronously: the legacy default stream, which CuPy and torch use
@@ -100,18 +103,20 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     if dtype not in _CARRIERS:
         raise TypeError(f"rpfloat.cuda.round takes float32 or float64 arrays, got {dtype}")
     plan = plan_for(fmt, mode, overflow, rand_bits, dtype)
-    if plan.__class__ is ScaledPlan:
-        raise NotImplementedError("scaled formats are not rounded on the GPU yet; use rpfloat.round on the host")
-    if plan.result_dtype != dtype:
+    scaled = plan.__class__ is ScaledPlan
+    if not scaled and plan.result_dtype != dtype:
         raise TypeError(f"{dtype} data onto {fmt!r} give {plan.result_dtype} results on the CPU, which the GPU "
                         f"kernels do not widen to yet; pass {plan.result_dtype} data")
     offset = _check_offset(offset, device_x.size)
     # (an empty array is contiguous, whatever strides it has: numba's to_device keeps NumPy's zeros)
     if device_x.size and not device_x.is_c_contiguous():
         raise ValueError("rpfloat.cuda.round takes C-contiguous arrays (copy a strided one first)")
-    result, device_out = _prepare_out(x, out, device_x)
+    result, device_out = _prepare_out(x, out, device_x, plan.result_dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
     if device_x.size == 0:
+        return result
+    if scaled:
+        _round_scaled(device_x, device_out, plan, key, offset)
         return result
     from ._kernels.cuda.kernels import launch  # imports numba.cuda on first use
 
@@ -119,6 +124,59 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     launch(_flat_bits(device_x, bits), _flat_bits(device_out, bits), plan.params, int(plan.mode), key, offset,
            plan.rand_bits)
     return result
+
+
+def _round_scaled(device_x, device_out, plan, key, offset):
+    """Round the nonempty `device_x` onto ``plan.fmt`` (a scaled format) into
+    `device_out` (of ``plan.result_dtype``) with the kernels of
+    ``rpfloat._kernels.cuda.blocks``: one thread per block for small blocks,
+    else the blocks' largest magnitudes, their scales and the elements in turn.
+    A tensor scale (NVFP4's second level) is found first, which waits for the
+    device once."""
+    from numba import cuda
+
+    from ._kernels.core.scale import B_BLOCK_SIZE
+    from ._kernels.cuda import blocks as kernels
+    from ._kernels.cuda.kernels import configured, grid
+
+    fmt, size = plan.fmt, device_x.size
+    outer, length, inner, block_size, _ = block_layout_of(tuple(device_x.shape), fmt)
+    source, target = device_x.reshape(size), device_out.reshape(size)
+    tensor_scale = float(tensor_scale_of(_largest_finite(source), fmt)) if fmt.tensor_scale else 1.0
+    block_params = plan.block_params[:B_BLOCK_SIZE] + (block_size, 0)  # (0: values, not elements)
+    float_params = (plan.float_params[0], tensor_scale, *plan.float_params[2:])
+    rounding = (np.uint64(key), np.int64(offset), np.int64(plan.rand_bits))
+    small_blocks, largest_of_segments, scales_of_blocks, elements = kernels.scaled_kernels(int(plan.mode))
+    columns = outer * -(-length // block_size) * inner  # blocks
+    if block_size <= kernels.SMALL_BLOCK:
+        configured(small_blocks, *grid(columns))(source, target, outer, length, inner, block_params, float_params,
+                                                 plan.element_params, plan.scale_params, *rounding)
+        return
+    largest = cuda.device_array(columns, np.int64)
+    configured(kernels.fill, *grid(columns))(largest, 0)
+    segments = columns * -(-block_size // kernels.SEGMENT)
+    configured(largest_of_segments, *grid(segments))(source, largest, outer, length, inner, block_size)
+    scales, inverses = cuda.device_array(columns, np.float64), cuda.device_array(columns, np.float64)
+    configured(scales_of_blocks, *grid(columns))(largest, scales, inverses, block_params, float_params,
+                                                 plan.scale_params)
+    configured(elements, *grid(size))(source, target, scales, inverses, length, inner, block_params,
+                                      plan.element_params, *rounding)
+
+
+def _largest_finite(source) -> float:
+    """The largest finite magnitude of the flat device array `source` (0.0 where
+    there is none), in two launches; waits for the device."""
+    from numba import cuda
+
+    from ._kernels.cuda import blocks as kernels
+    from ._kernels.cuda.kernels import configured, grid
+
+    blocks, threads = grid(source.size)
+    partial = cuda.device_array(blocks * threads, np.int64)
+    configured(kernels.largest_finite_keys, blocks, threads)(source, partial)
+    final = cuda.device_array(threads, np.int64)
+    configured(kernels.largest_key, 1, threads)(partial, final)
+    return float(np.int64(final.copy_to_host().max()).view(np.float64))
 
 
 def _as_device_array(x, name):
@@ -139,12 +197,15 @@ def _as_device_array(x, name):
                     f"got {_type_name(x)}; use rpfloat.round for host arrays")
 
 
-def _prepare_out(x, out, device_x):
-    """``(result, device view of it)``: `out` checked, or a new array of `x`'s kind."""
+def _prepare_out(x, out, device_x, dtype):
+    """``(result, device view of it)``: `out` checked, or a new array of `x`'s
+    kind and shape, of `dtype`."""
+    dtype = np.dtype(dtype)
     if out is not None:
         device_out = _as_device_array(out, "out")
-        if np.dtype(device_out.dtype) != np.dtype(device_x.dtype):
-            raise TypeError(f"out must have x's dtype {device_x.dtype}, got {device_out.dtype}")
+        if np.dtype(device_out.dtype) != dtype:
+            what = "x's dtype" if dtype == np.dtype(device_x.dtype) else "the results' dtype"
+            raise TypeError(f"out must have {what} {dtype}, got {device_out.dtype}")
         if tuple(device_out.shape) != tuple(device_x.shape):
             raise ValueError(f"out must have x's shape {tuple(device_x.shape)}, got {tuple(device_out.shape)}")
         if device_out.size and not device_out.is_c_contiguous():
@@ -154,16 +215,16 @@ def _prepare_out(x, out, device_x):
     if module == "cupy":
         import cupy
 
-        result = cupy.empty(x.shape, x.dtype)
+        result = cupy.empty(x.shape, dtype)
         return result, _as_device_array(result, "result")
     if module == "torch":
         import torch
 
-        result = torch.empty(x.shape, dtype=x.dtype, device=x.device)
+        result = torch.empty(x.shape, dtype=getattr(torch, dtype.name), device=x.device)
         return result, _as_device_array(result, "result")
     from numba import cuda
 
-    result = cuda.device_array(tuple(device_x.shape), device_x.dtype)
+    result = cuda.device_array(tuple(device_x.shape), dtype)
     return result, result
 
 

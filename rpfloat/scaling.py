@@ -32,7 +32,7 @@ from .modes import Mode, parse_mode
 from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
 
 __all__ = ["ScaledPlan", "ScaledCodes", "scaled_plan", "round_scaled", "encode_scaled", "decode_scaled",
-           "checked_scaled_codes", "check_tensor_scale_given", "scale_shape"]
+           "checked_scaled_codes", "check_tensor_scale_given", "scale_shape", "block_layout_of", "tensor_scale_of"]
 
 _FLOAT64 = np.dtype(np.float64)
 _E8M0_NAN = 0xFF
@@ -204,9 +204,15 @@ def _tensor_scale(array, fmt: ScaledFormat) -> np.float32 | None:
     else:
         magnitudes = np.abs(array[np.isfinite(array)]) if array.size else array
         largest = magnitudes.max() if magnitudes.size else 0.0
+    return tensor_scale_of(float(largest), fmt)
+
+
+def tensor_scale_of(largest: float, fmt: ScaledFormat) -> np.float32:
+    """`_tensor_scale` of data whose largest finite magnitude is `largest` (0.0
+    where there is none)."""
     if largest == 0:
         return np.float32(1)
-    quotient = _float32_quotient(float(largest), *_scale_denominator(fmt))
+    quotient = _float32_quotient(largest, *_scale_denominator(fmt))
     return np.float32(min(max(quotient, _SMALLEST_FLOAT32), _LARGEST_FLOAT32))
 
 

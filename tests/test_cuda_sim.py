@@ -20,7 +20,15 @@ random counter crosses a segment of the stream inside the array. float64 data:
 every float16 pattern and float64 edges onto two formats. The CUDA side runs
 the kernels through the simulator (``rpfloat.cuda.round``, and ``launch`` on a
 grid that does not divide the array); the CPU side is ``round_chunk`` with the
-same seed and offset.
+same seed and offset. Rounding in place is checked where the second kernel
+reads what the first wrote (NaN, inf, overflow, wrap-around).
+
+Scaled formats (`scaled_formats`): MX, NVFP4 with and without its tensor
+scale, blocks along another axis, ragged blocks, every scale rounding, one
+scale per tensor, and blocks beyond the one-thread-per-block kernel's size,
+on small arrays of numbers over 60 binades with zeros, NaN, inf and tiny
+values, in SCALED_MODES and in place, against ``rp.round`` on the CPU.
+``tests/test_cuda_device.py`` runs the same sweeps on a real GPU.
 """
 import json
 import os
@@ -33,6 +41,7 @@ import pytest
 SEED = 20240
 OFFSET = 2**32 - 1000  # the random counter crosses 2**32 in every stochastic run (stream.segment_keys)
 RANDOM_PATTERNS = 8192
+SCALED_SEED = 77
 
 
 def _formats():
@@ -83,15 +92,55 @@ def _float64_data(stride=1):
     return np.concatenate([halves, edges])
 
 
+def _bits_of(dtype):
+    return np.int32 if np.dtype(dtype) == np.float32 else np.int64
+
+
 def _mismatches(got, expected):
-    bits = np.int32 if got.dtype == np.float32 else np.int64
+    bits = _bits_of(got.dtype)
     return np.flatnonzero(got.view(bits) != expected.view(bits))
 
 
-def sweep():
-    """Run in the child: every format and mode on the simulator against the CPU.
-    Returns the report: comparisons made and the mismatches found (at most 5 each)."""
-    from numba import config, cuda
+def new_report():
+    return {"elements": 0, "runs": 0, "failures": []}
+
+
+def check(report, label, got, expected):
+    """Count a comparison in `report`, with its first mismatches (at most 5)."""
+    report["runs"] += 1
+    report["elements"] += int(expected.size)
+    wrong = _mismatches(got, expected)
+    if wrong.size:
+        report["failures"].append({"case": label, "count": int(wrong.size), "first": [
+            (int(i), float(got[i]), float(expected[i])) for i in wrong[:5]]})
+
+
+def sweep_format(report, name, dtype, stride):
+    """Every mode of format `name` on the device against the CPU, on the float32
+    (or float64) sweep data taking every `stride`-th pattern."""
+    from numba import cuda
+
+    import rpfloat as rp
+    import rpfloat.cuda
+    from rpfloat.rounding import round_chunk
+
+    fmt, overflow = _formats()[name]
+    data = _float32_data(stride) if np.dtype(dtype) == np.float32 else _float64_data(stride)
+    device = cuda.to_device(data)
+    for mode in rp.Mode:
+        stochastic = mode.is_stochastic
+        arguments = dict(overflow=overflow, rng=SEED if stochastic else None)
+        offset = OFFSET if stochastic else 0
+        assert not stochastic or offset + data.size > 2**32, (name, data.size)  # crosses a segment
+        expected = round_chunk(data, fmt, mode, offset=offset, **arguments)
+        got = rpfloat.cuda.round(device, fmt, mode, offset=offset, **arguments).copy_to_host()
+        check(report, f"{name} {data.dtype} {mode.name.lower()}", got, expected)
+
+
+def sweep_launches(report):
+    """A grid whose threads do not divide the array, fewer random bits, `out=`,
+    rounding in place, empty arrays and a wrong-dtype `out=` (15 comparisons)."""
+    from numba import cuda
 
     import rpfloat as rp
     import rpfloat.cuda
@@ -99,32 +148,6 @@ def sweep():
     from rpfloat._plan import plan_for, random_key
     from rpfloat.rounding import round_chunk
 
-    assert config.ENABLE_CUDASIM, "the sweep runs under numba's CUDA simulator"
-    report = {"elements": 0, "runs": 0, "failures": []}
-
-    def check(label, got, expected):
-        report["runs"] += 1
-        report["elements"] += int(expected.size)
-        wrong = _mismatches(got, expected)
-        if wrong.size:
-            report["failures"].append({"case": label, "count": int(wrong.size), "first": [
-                (int(i), float(got[i]), float(expected[i])) for i in wrong[:5]]})
-
-    formats = _formats()
-    cases = ([(name, _float32_data(_stride(name))) for name in formats]
-             + [(name, _float64_data(_stride(name))) for name in FLOAT64_FORMATS])
-    for name, data in cases:
-        fmt, overflow = formats[name]
-        device = cuda.to_device(data)
-        for mode in rp.Mode:
-            stochastic = mode.is_stochastic
-            arguments = dict(overflow=overflow, rng=SEED if stochastic else None)
-            offset = OFFSET if stochastic else 0
-            assert not stochastic or offset + data.size > 2**32, (name, data.size)  # crosses a segment
-            expected = round_chunk(data, fmt, mode, offset=offset, **arguments)
-            got = rpfloat.cuda.round(device, fmt, mode, offset=offset, **arguments).copy_to_host()
-            check(f"{name} {data.dtype} {mode.name.lower()}", got, expected)
-    # a grid whose threads do not divide the array, and fewer random bits
     data = _float32_data()[:5000]
     for mode, rand_bits in (("nearest", None), ("stochastic", 7), ("stochastic_equal", None)):
         plan = plan_for(rp.format("e4m3"), mode, None, rand_bits, data.dtype)
@@ -134,28 +157,124 @@ def sweep():
                blocks=3, threads=7)
         expected = round_chunk(data, "e4m3", mode, offset=3, rng=SEED, rand_bits=rand_bits) if plan.mode.is_stochastic \
             else round_chunk(data, "e4m3", mode)
-        check(f"e4m3 launch 3x7 {mode} rand_bits={rand_bits}", target.copy_to_host().view(np.float32), expected)
-    # out= and in place
+        check(report, f"e4m3 launch 3x7 {mode} rand_bits={rand_bits}", target.copy_to_host().view(np.float32),
+              expected)
     data = _float32_data()[:3000].reshape(60, 50)
     expected = rp.round(data, "bfloat16", "nearest")
     out = cuda.device_array_like(data)
     assert rpfloat.cuda.round(cuda.to_device(data), "bfloat16", out=out) is out
-    check("bfloat16 out=", out.copy_to_host(), expected)
+    check(report, "bfloat16 out=", out.copy_to_host(), expected)
     device = cuda.to_device(data)
     rpfloat.cuda.round(device, "bfloat16", out=device)
-    check("bfloat16 in place", device.copy_to_host(), expected)
+    check(report, "bfloat16 in place", device.copy_to_host(), expected)
+    # numbers in one segment of the stream (the sweeps' offset makes them cross one), float32 and float64
+    for data_one in (_float32_data()[:4000], _float64_data()[:4000]):
+        for mode in ("stochastic", "stochastic_equal"):
+            expected = round_chunk(data_one, "e4m3", mode, rng=SEED, offset=5)
+            got = rpfloat.cuda.round(cuda.to_device(data_one), "e4m3", mode, rng=SEED, offset=5).copy_to_host()
+            check(report, f"e4m3 {data_one.dtype} {mode} in one segment", got, expected)
+    # in place where the rare pass reads what the fast pass wrote (NaN, inf, overflow, wrap-around)
+    data = _float32_data(4)
+    for name, mode in (("e4m3", "stochastic"), ("q8.8 wrap", "nearest"), ("float16", "odd")):
+        fmt, overflow = _formats()[name]
+        expected = round_chunk(data, fmt, mode, overflow=overflow, rng=SEED, offset=OFFSET)
+        device = cuda.to_device(data)
+        assert rpfloat.cuda.round(device, fmt, mode, overflow=overflow, rng=SEED, offset=OFFSET, out=device) is device
+        check(report, f"{name} {mode} in place", device.copy_to_host(), expected)
     # empty arrays (NumPy 2 gives them zero strides, which numba's to_device keeps), and a
     # wrong-dtype out= (TypeError, as on the host)
     for shape in ((0,), (0, 3)):
         empty = rpfloat.cuda.round(cuda.to_device(np.zeros(shape, np.float32)), "e4m3", "stochastic", rng=1)
-        check(f"empty {shape}", empty.copy_to_host(), np.zeros(shape, np.float32))
+        check(report, f"empty {shape}", empty.copy_to_host(), np.zeros(shape, np.float32))
     try:
         rpfloat.cuda.round(cuda.to_device(data), "bfloat16", out=cuda.device_array(data.shape, np.float64))
     except TypeError as error:
         named = "out must have x's dtype" in str(error)
-        check("out= of another dtype", np.float32([1.0 if named else 0.0]), np.float32([1.0]))
+        check(report, "out= of another dtype", np.float32([1.0 if named else 0.0]), np.float32([1.0]))
     else:
-        check("out= of another dtype", np.float32([0.0]), np.float32([1.0]))
+        check(report, "out= of another dtype", np.float32([0.0]), np.float32([1.0]))
+
+
+def scaled_formats():
+    """Scaled formats for the scaled sweep: name -> (format, data shape). Blocks of
+    at most SMALL_BLOCK (one thread each) and larger ones (segments, atomics),
+    along the last axis and another, ragged, per tensor, every scale rounding,
+    significand scales with and without a tensor scale, fixed-point elements."""
+    import rpfloat as rp
+
+    return {
+        "mxfp8_e4m3": (rp.format("mxfp8_e4m3"), (6, 96)),
+        "mxfp4_e2m1": (rp.format("mxfp4_e2m1"), (6, 96)),
+        "mxint8": (rp.format("mxint8"), (6, 96)),
+        "nvfp4": (rp.format("nvfp4"), (6, 96)),
+        "nvfp4 + tensor scale": (rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True),
+                                 (6, 96)),
+        "e5m2 ceil, blocks of 7 along axis 0": (rp.ScaledFormat("e5m2", block_size=7, axis=0, scale_rounding="ceil"),
+                                                (23, 5, 4)),
+        "e2m3 even, blocks of 5": (rp.ScaledFormat("e2m3", block_size=5, scale_rounding="even"), (4, 23)),
+        "int8 rceil per tensor": (rp.ScaledFormat(rp.FixedFormat(8, 0), scale_rounding="rceil"), (12, 50)),
+        "e4m3 blocks of 300 along axis 1": (rp.ScaledFormat("e4m3", block_size=300, axis=1), (2, 700, 3)),
+        "e3m2 blocks of 1500, e4m3 scales": (rp.ScaledFormat("e3m2", block_size=1500, scale_format="e4m3"),
+                                             (2, 1600)),
+    }
+
+
+def scaled_data(shape, dtype, seed=SCALED_SEED):
+    """Normal numbers over 60 binades (a spread per slice along the first axis),
+    with zeros, exact powers of two, a few NaN and inf, an all-zero run and tiny
+    values (below float32's normals)."""
+    rng = np.random.default_rng(seed)
+    size = int(np.prod(shape))
+    data = rng.standard_normal(size) * 2.0 ** rng.integers(-30, 30, size)
+    data[rng.integers(0, size, max(1, size // 50))] = 0.0
+    data[rng.integers(0, size, max(1, size // 50))] = 2.0 ** rng.integers(-20, 20, max(1, size // 50))
+    data[rng.integers(0, size, max(1, size // 400))] = np.nan
+    data[rng.integers(0, size, max(1, size // 400))] = -np.inf
+    data[size // 3:size // 3 + 40] = 0.0
+    data[size // 2:size // 2 + 20] *= 2.0**-140
+    return data.astype(dtype).reshape(shape)
+
+
+SCALED_MODES = ("nearest", "stochastic", "toward_zero", "stochastic_equal")
+
+
+def sweep_scaled(report, name, dtype):
+    """Scaled format `name` on the device against ``rp.round`` on the CPU, in
+    SCALED_MODES, and in place."""
+    from numba import cuda
+
+    import rpfloat as rp
+    import rpfloat.cuda
+
+    fmt, shape = scaled_formats()[name]
+    data = scaled_data(shape, dtype)
+    device = cuda.to_device(data)
+    for mode in SCALED_MODES:
+        expected = rp.round(data, fmt, mode, rng=SEED)
+        got = rpfloat.cuda.round(device, fmt, mode, rng=SEED).copy_to_host()
+        assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
+        check(report, f"{name} {np.dtype(dtype)} {mode}", got, expected)
+    if expected.dtype == data.dtype:  # in place
+        rpfloat.cuda.round(device, fmt, "stochastic_equal", rng=SEED, out=device)
+        check(report, f"{name} {np.dtype(dtype)} in place", device.copy_to_host(), expected)
+
+
+def sweep():
+    """Run in the child: every format and mode on the simulator against the CPU.
+    Returns the report: comparisons made and the mismatches found (at most 5 each)."""
+    from numba import config
+
+    assert config.ENABLE_CUDASIM, "the sweep runs under numba's CUDA simulator"
+    report = new_report()
+    for name in _formats():
+        sweep_format(report, name, np.float32, _stride(name))
+    for name in FLOAT64_FORMATS:
+        sweep_format(report, name, np.float64, _stride(name))
+    sweep_launches(report)
+    for name in scaled_formats():
+        sweep_scaled(report, name, np.float32)
+    sweep_scaled(report, "mxfp8_e4m3", np.float64)
+    sweep_scaled(report, "int8 rceil per tensor", np.float64)
     return report
 
 
@@ -173,7 +292,8 @@ def test_cuda_kernels_match_cpu_bit_for_bit():
     modes = 8
     float32_sizes = sum(_float32_data(_stride(name)).size for name in _formats())
     float64_sizes = sum(_float64_data(_stride(name)).size for name in FLOAT64_FORMATS)
-    assert report["runs"] == modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 8
+    scaled_runs = len(SCALED_MODES) * (len(scaled_formats()) + 2)  # (and in place, where the dtype allows)
+    assert report["runs"] >= modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 15 + scaled_runs
     assert report["elements"] >= modes * (float32_sizes + float64_sizes)
     assert _float32_data().size > 2**17  # the full sweep: every float16 pattern and midpoint
 
