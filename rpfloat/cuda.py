@@ -113,6 +113,8 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         raise ValueError("rpfloat.cuda.round takes C-contiguous arrays (copy a strided one first)")
     result, device_out = _prepare_out(x, out, device_x, plan.result_dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
+    if scaled:
+        block_layout_of(tuple(device_x.shape), plan.fmt)  # (an axis out of range: ValueError, as on the host)
     if device_x.size == 0:
         return result
     if scaled:
@@ -141,6 +143,7 @@ def _round_scaled(device_x, device_out, plan, key, offset):
 
     fmt, size = plan.fmt, device_x.size
     outer, length, inner, block_size, _ = block_layout_of(tuple(device_x.shape), fmt)
+    block_size = min(block_size, length)  # (blocks past the axis's length: one block, of the axis)
     source, target = device_x.reshape(size), device_out.reshape(size)
     tensor_scale = float(tensor_scale_of(_largest_finite(source), fmt)) if fmt.tensor_scale else 1.0
     block_params = plan.block_params[:B_BLOCK_SIZE] + (block_size, 0)  # (0: values, not elements)

@@ -56,7 +56,7 @@ def test_every_float16_pattern_float64_data(name):
 def test_launch_shapes_out_and_in_place():
     report = sim.new_report()
     sim.sweep_launches(report)
-    _assert_clean(report, 15)
+    _assert_clean(report, 17)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
@@ -105,7 +105,7 @@ def test_large_scaled_arrays(fmt, mode):
         "e4m3 per tensor": rp.ScaledFormat("e4m3"),
         "int8 per row": rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=2**11),
     }
-    data = sim.scaled_data((2**11, 2**11), np.float32, seed=5)
+    data = sim.scaled_data((2**11, 2**11), np.float32, seed=5, non_finite=False)
     expected = rp.round(data, formats[fmt], mode, rng=3)
     got = rpfloat.cuda.round(cuda.to_device(data), formats[fmt], mode, rng=3).copy_to_host()
     assert got.dtype == expected.dtype

@@ -26,8 +26,9 @@ reads what the first wrote (NaN, inf, overflow, wrap-around).
 Scaled formats (`scaled_formats`): MX, NVFP4 with and without its tensor
 scale, blocks along another axis, ragged blocks, every scale rounding, one
 scale per tensor, and blocks beyond the one-thread-per-block kernel's size,
-on small arrays of numbers over 60 binades with zeros, NaN, inf and tiny
-values, in SCALED_MODES and in place, against ``rp.round`` on the CPU.
+on small arrays of numbers over 60 binades with zeros and tiny values, with
+and without NaN and inf, in SCALED_MODES and in place, against ``rp.round``
+on the CPU.
 ``tests/test_cuda_device.py`` runs the same sweeps on a real GPU.
 """
 import json
@@ -139,7 +140,8 @@ def sweep_format(report, name, dtype, stride):
 
 def sweep_launches(report):
     """A grid whose threads do not divide the array, fewer random bits, `out=`,
-    rounding in place, empty arrays and a wrong-dtype `out=` (15 comparisons)."""
+    rounding in place, empty arrays, a wrong-dtype `out=`, a block past the axis and
+    an axis out of range on an empty array (17 comparisons)."""
     from numba import cuda
 
     import rpfloat as rp
@@ -173,6 +175,19 @@ def sweep_launches(report):
             expected = round_chunk(data_one, "e4m3", mode, rng=SEED, offset=5)
             got = rpfloat.cuda.round(cuda.to_device(data_one), "e4m3", mode, rng=SEED, offset=5).copy_to_host()
             check(report, f"e4m3 {data_one.dtype} {mode} in one segment", got, expected)
+    # a block size past the axis's length is one block of the axis (its work follows the length),
+    # and an empty array still has its axis checked
+    huge = rp.ScaledFormat("e4m3", block_size=2**62, axis=0)
+    data_huge = scaled_data((40, 3), np.float32, non_finite=False)
+    got = rpfloat.cuda.round(cuda.to_device(data_huge), huge, "nearest").copy_to_host()
+    check(report, "e4m3 blocks of 2**62 along an axis of 40", got, rp.round(data_huge, huge, "nearest"))
+    try:
+        rpfloat.cuda.round(cuda.to_device(np.zeros((0,), np.float32)), rp.ScaledFormat("e4m3", block_size=4, axis=1))
+    except ValueError as error:
+        named = "axis=1 is out of range" in str(error)
+        check(report, "empty, axis out of range", np.float32([1.0 if named else 0.0]), np.float32([1.0]))
+    else:
+        check(report, "empty, axis out of range", np.float32([0.0]), np.float32([1.0]))
     # in place where the rare pass reads what the fast pass wrote (NaN, inf, overflow, wrap-around)
     data = _float32_data(4)
     for name, mode in (("e4m3", "stochastic"), ("q8.8 wrap", "nearest"), ("float16", "odd")):
@@ -219,20 +234,25 @@ def scaled_formats():
     }
 
 
-def scaled_data(shape, dtype, seed=SCALED_SEED):
+def scaled_data(shape, dtype, seed=SCALED_SEED, non_finite=True):
     """Normal numbers over 60 binades (a spread per slice along the first axis),
-    with zeros, exact powers of two, a few NaN and inf, an all-zero run and tiny
-    values (below float32's normals)."""
+    with zeros, exact powers of two, an all-zero run and tiny values (below
+    float32's normals); with `non_finite`, a few NaN (of either sign) and -inf,
+    which make their blocks NaN blocks."""
     rng = np.random.default_rng(seed)
     size = int(np.prod(shape))
     data = rng.standard_normal(size) * 2.0 ** rng.integers(-30, 30, size)
     data[rng.integers(0, size, max(1, size // 50))] = 0.0
     data[rng.integers(0, size, max(1, size // 50))] = 2.0 ** rng.integers(-20, 20, max(1, size // 50))
-    data[rng.integers(0, size, max(1, size // 400))] = np.nan
-    data[rng.integers(0, size, max(1, size // 400))] = -np.inf
     data[size // 3:size // 3 + 40] = 0.0
     data[size // 2:size // 2 + 20] *= 2.0**-140
-    return data.astype(dtype).reshape(shape)
+    data = data.astype(dtype)
+    if non_finite:
+        data[rng.integers(0, size, max(1, size // 400))] = np.nan
+        data[rng.integers(0, size, max(1, size // 400))] = -np.inf
+        # NaN with the sign bit set (a GPU's abs may keep a NaN's sign)
+        data[rng.integers(0, size, max(1, size // 800))] = -np.abs(np.array(np.nan, dtype))
+    return data.reshape(shape)
 
 
 SCALED_MODES = ("nearest", "stochastic", "toward_zero", "stochastic_equal")
@@ -247,13 +267,15 @@ def sweep_scaled(report, name, dtype):
     import rpfloat.cuda
 
     fmt, shape = scaled_formats()[name]
-    data = scaled_data(shape, dtype)
-    device = cuda.to_device(data)
-    for mode in SCALED_MODES:
-        expected = rp.round(data, fmt, mode, rng=SEED)
-        got = rpfloat.cuda.round(device, fmt, mode, rng=SEED).copy_to_host()
-        assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
-        check(report, f"{name} {np.dtype(dtype)} {mode}", got, expected)
+    # (without NaN and inf too: one NaN makes a whole tensor's block a NaN block)
+    for non_finite in (False, True):
+        data = scaled_data(shape, dtype, non_finite=non_finite)
+        device = cuda.to_device(data)
+        for mode in SCALED_MODES:
+            expected = rp.round(data, fmt, mode, rng=SEED)
+            got = rpfloat.cuda.round(device, fmt, mode, rng=SEED).copy_to_host()
+            assert got.dtype == expected.dtype, (name, got.dtype, expected.dtype)
+            check(report, f"{name} {np.dtype(dtype)} {mode}{' with NaN and inf' * non_finite}", got, expected)
     if expected.dtype == data.dtype:  # in place
         rpfloat.cuda.round(device, fmt, "stochastic_equal", rng=SEED, out=device)
         check(report, f"{name} {np.dtype(dtype)} in place", device.copy_to_host(), expected)
@@ -292,8 +314,8 @@ def test_cuda_kernels_match_cpu_bit_for_bit():
     modes = 8
     float32_sizes = sum(_float32_data(_stride(name)).size for name in _formats())
     float64_sizes = sum(_float64_data(_stride(name)).size for name in FLOAT64_FORMATS)
-    scaled_runs = len(SCALED_MODES) * (len(scaled_formats()) + 2)  # (and in place, where the dtype allows)
-    assert report["runs"] >= modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 15 + scaled_runs
+    scaled_runs = 2 * len(SCALED_MODES) * (len(scaled_formats()) + 2)  # (and in place, where the dtype allows)
+    assert report["runs"] >= modes * (len(_formats()) + len(FLOAT64_FORMATS)) + 17 + scaled_runs
     assert report["elements"] >= modes * (float32_sizes + float64_sizes)
     assert _float32_data().size > 2**17  # the full sweep: every float16 pattern and midpoint
 

@@ -43,13 +43,15 @@ __all__ = ["SMALL_BLOCK", "SEGMENT", "scaled_kernels", "fill", "largest_finite_k
 SMALL_BLOCK = 256  # blocks up to this many elements take one thread each
 SEGMENT = 1024     # larger blocks: elements per thread in the search for their largest magnitude
 INF_BITS = np.int64(0x7FF0000000000000)  # float64 inf: above every finite magnitude's bits
+MAGNITUDE_BITS = np.int64(0x7FFFFFFFFFFFFFFF)
 
 
 @njit(**NUMBA_OPTIONS)
 def magnitude_key(value):
     """The float64 bits of ``|value|``, inf's for NaN and inf: a block's largest
-    key is its largest magnitude's, or inf's where it holds NaN or inf."""
-    return min(float64_to_bits(abs(np.float64(value))), INF_BITS)
+    key is its largest magnitude's, or inf's where it holds NaN or inf. (The
+    sign is cleared from the bits: ``abs`` of a NaN may keep it on a GPU.)"""
+    return min(float64_to_bits(np.float64(value)) & MAGNITUDE_BITS, INF_BITS)
 
 
 @njit(**NUMBA_OPTIONS)

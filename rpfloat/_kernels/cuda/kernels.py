@@ -1,7 +1,7 @@
 """CUDA kernels: round a flat array of carrier bits onto a format, in two passes
 over a grid of threads that each take every ``gridsize``-th element (grid-stride).
 
-1. ``fast_pass``: a thread loads its elements UNROLL at a time (several loads in
+1. ``fast_pass``: a thread loads its elements four at a time (several loads in
    flight per thread is what lets a memory-bound kernel reach the bus's speed)
    and rounds the common ones, zeros and the magnitudes of the format's fast
    range, with ``core.fast_element.fast_round_bits``. It leaves the others
@@ -58,7 +58,8 @@ THREADS_PER_BLOCK = 256
 # (measured on an H200: 4096 blocks beat 1056, and one element per thread was
 # half as fast).
 MAX_BLOCKS = 4096
-UNROLL = 4  # elements a thread loads before it rounds them (written out in fast_pass)
+# and at least this many: numba warns of fewer as leaving the GPU idle
+MIN_BLOCKS = 128
 # numba's simulator runs each thread of a block as a Python thread: a small grid
 # (each thread then takes many elements) is what keeps it fast
 SIMULATOR_GRID = (2, 32)
@@ -243,18 +244,23 @@ _MARKS = _Marks()
 
 
 def grid(size, blocks=None, threads=THREADS_PER_BLOCK):
-    """``(blocks, threads)`` of a grid for `size` work items (grid-stride beyond
-    MAX_BLOCKS blocks; the simulator's small grid under numba's simulator)."""
+    """``(blocks, threads)`` of a grid for `size` work items: at least MIN_BLOCKS
+    blocks (the threads past the end return at once), at most MAX_BLOCKS
+    (grid-stride beyond); the simulator's small grid under numba's simulator."""
     if blocks is None and config.ENABLE_CUDASIM:
         return SIMULATOR_GRID
     if blocks is None:
-        blocks = max(1, min(MAX_BLOCKS, -(-size // threads)))
+        blocks = max(MIN_BLOCKS, min(MAX_BLOCKS, -(-size // threads)))
     return blocks, threads
 
 
 def configured(kernel, blocks, threads):
-    """``kernel[blocks, threads]``, quietly: a small array takes a small grid, and
-    numba's warning of a GPU left idle says nothing to the caller."""
+    """``kernel[blocks, threads]``. `grid` gives no grid that numba warns of as
+    leaving the GPU idle (below MIN_BLOCKS); a smaller one, given explicitly,
+    is configured without that warning (``warnings.catch_warnings``, which is
+    not thread-safe: not on the library's own launches)."""
+    if blocks >= MIN_BLOCKS:
+        return kernel[blocks, threads]
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=LOW_OCCUPANCY_WARNING)
         return kernel[blocks, threads]
