@@ -76,8 +76,9 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     Returns
     -------
     device array
-        Of `x`'s shape and dtype (float64 for float32 data onto a scaled format
-        with a tensor scale, as on the CPU), and of its kind where feasible: a CuPy array
+        Of `x`'s shape and dtype (float64 for float32 data onto a format whose
+        values need it, as on the CPU: fixed point wider than float32, scaled
+        formats with a tensor scale), and of its kind where feasible: a CuPy array
         for CuPy input, a torch tensor on the same device for torch input, a
         numba device array otherwise. The kernel runs on numba's default stream,
         asynchronously: the legacy default stream, which CuPy and torch use
@@ -104,9 +105,6 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         raise TypeError(f"rpfloat.cuda.round takes float32 or float64 arrays, got {dtype}")
     plan = plan_for(fmt, mode, overflow, rand_bits, dtype)
     scaled = plan.__class__ is ScaledPlan
-    if not scaled and plan.result_dtype != dtype:
-        raise TypeError(f"{dtype} data onto {fmt!r} give {plan.result_dtype} results on the CPU, which the GPU "
-                        f"kernels do not widen to yet; pass {plan.result_dtype} data")
     offset = _check_offset(offset, device_x.size)
     # (an empty array is contiguous, whatever strides it has: numba's to_device keeps NumPy's zeros)
     if device_x.size and not device_x.is_c_contiguous():
@@ -120,11 +118,16 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     if scaled:
         _round_scaled(device_x, device_out, plan, key, offset)
         return result
-    from ._kernels.cuda.kernels import launch  # imports numba.cuda on first use
+    from ._kernels.cuda.kernels import configured, grid, launch, widen  # imports numba.cuda on first use
 
-    bits = plan.bits
-    launch(_flat_bits(device_x, bits), _flat_bits(device_out, bits), plan.params, int(plan.mode), key, offset,
-           plan.rand_bits)
+    source = _flat_bits(device_x, np.int32 if dtype == np.float32 else np.int64)
+    target = _flat_bits(device_out, plan.bits)  # (the plan's carrier: the results')
+    if plan.result_dtype != dtype:
+        # float32 data onto a format whose values need float64 (q16.16): widened into the
+        # result first, then rounded there as float64 data (the CPU's results are those)
+        configured(widen, *grid(source.size))(source, target)
+        source = target
+    launch(source, target, plan.params, int(plan.mode), key, offset, plan.rand_bits)
     return result
 
 

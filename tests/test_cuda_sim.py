@@ -56,6 +56,7 @@ def _formats():
         "q8.8": (rp.format("q8.8"), None),
         "q8.8 wrap": (rp.format("q8.8"), "wrap"),
         "FloatFormat(6, 9, subnormals=False)": (rp.FloatFormat(6, 9, subnormals=False), None),
+        "q16.16 (float64 results)": (rp.format("q16.16"), None),
     }
 
 

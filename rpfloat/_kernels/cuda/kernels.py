@@ -42,7 +42,7 @@ import numpy as np
 from numba import config, cuda, njit, types
 from numba.extending import overload
 
-from ..core.bits import NUMBA_OPTIONS, wrapping_add, wrapping_mul
+from ..core.bits import NUMBA_OPTIONS, bits_to_float32, float64_to_bits, wrapping_add, wrapping_mul
 from ..core.element import U_32, U_LOW_32, U_ONE, U_ZERO, round_bits, same_width
 from ..core.fast_element import fast_bounds, fast_round_bits, range_magnitude, sign_bit_of
 from ..core.layout import ALL_MODES, P_NO_NEGATIVE_ZERO, STOCHASTIC
@@ -50,7 +50,7 @@ from ..core.stream import (
     MULTIPLIERS, WEYL_32, counter_bits, joined, keyed_weyl, mix_high, random_bits, segment_keys,
 )
 
-__all__ = ["mode_kernels", "launch", "grid", "configured"]
+__all__ = ["mode_kernels", "launch", "grid", "configured", "widen"]
 
 THREADS_PER_BLOCK = 256
 # A grid of at most this many blocks: each thread then rounds several elements
@@ -218,6 +218,29 @@ def mode_kernels(mode):
                 target[i] = round_bits(bits, params, mode, random, rand_bits, True)
 
     return fast_pass, rare_pass
+
+
+QUIET_NAN_64 = np.int64(0x7FF8000000000000)
+SIGN_64 = np.int64(-(2**63))
+
+
+@njit(**NUMBA_OPTIONS)
+def widened_bits(bits):
+    """The float64 bits of the float32 bits `bits` (int32 -> int64): the value
+    itself, and a NaN quieted with its payload kept, as the CPU converts them
+    (from the bits: a GPU's conversion of a NaN may differ)."""
+    magnitude = bits & np.int32(0x7FFFFFFF)
+    if magnitude > np.int32(0x7F800000):
+        sign = SIGN_64 if bits < np.int32(0) else np.int64(0)
+        return sign | QUIET_NAN_64 | (np.int64(magnitude & np.int32(0x7FFFFF)) << np.int64(29))
+    return float64_to_bits(np.float64(bits_to_float32(bits)))
+
+
+@cuda.jit
+def widen(source, target):
+    """`target` (int64, float64 bits) = `widened_bits` of `source` (int32, float32 bits)."""
+    for i in range(cuda.grid(1), source.size, cuda.gridsize(1)):
+        target[i] = widened_bits(source[i])
 
 
 class _Marks(threading.local):
