@@ -175,13 +175,14 @@ def _largest_finite(source) -> float:
     from numba import cuda
 
     from ._kernels.cuda import blocks as kernels
-    from ._kernels.cuda.kernels import configured, grid
+    from ._kernels.cuda.kernels import MIN_BLOCKS, THREADS_PER_BLOCK, configured, grid
 
     blocks, threads = grid(source.size)
     partial = cuda.device_array(blocks * threads, np.int64)
     configured(kernels.largest_finite_keys, blocks, threads)(source, partial)
-    final = cuda.device_array(threads, np.int64)
-    configured(kernels.largest_key, 1, threads)(partial, final)
+    blocks, threads = grid(min(partial.size, MIN_BLOCKS * THREADS_PER_BLOCK))  # (the least grid: 32768 threads)
+    final = cuda.device_array(blocks * threads, np.int64)
+    configured(kernels.largest_key, blocks, threads)(partial, final)
     return float(np.int64(final.copy_to_host().max()).view(np.float64))
 
 
