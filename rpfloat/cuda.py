@@ -111,12 +111,12 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
         raise ValueError("rpfloat.cuda.round takes C-contiguous arrays (copy a strided one first)")
     result, device_out = _prepare_out(x, out, device_x, plan.result_dtype)
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    if scaled:
-        block_layout_of(tuple(device_x.shape), plan.fmt)  # (an axis out of range: ValueError, as on the host)
+    # (for an empty array too: an axis out of range is a ValueError, as on the host)
+    layout = block_layout_of(tuple(device_x.shape), plan.fmt) if scaled else None
     if device_x.size == 0:
         return result
     if scaled:
-        _round_scaled(device_x, device_out, plan, key, offset)
+        _round_scaled(device_x, device_out, plan, layout, key, offset)
         return result
     from ._kernels.cuda.kernels import configured, grid, launch, widen  # imports numba.cuda on first use
 
@@ -131,9 +131,10 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     return result
 
 
-def _round_scaled(device_x, device_out, plan, key, offset):
-    """Round the nonempty `device_x` onto ``plan.fmt`` (a scaled format) into
-    `device_out` (of ``plan.result_dtype``) with the kernels of
+def _round_scaled(device_x, device_out, plan, layout, key, offset):
+    """Round the nonempty `device_x` onto ``plan.fmt`` (a scaled format; `layout`:
+    ``scaling.block_layout_of`` its shape) into `device_out` (of
+    ``plan.result_dtype``) with the kernels of
     ``rpfloat._kernels.cuda.blocks``: one thread per block for small blocks,
     else the blocks' largest magnitudes, their scales and the elements in turn.
     A tensor scale (NVFP4's second level) is found first, which waits for the
@@ -145,7 +146,7 @@ def _round_scaled(device_x, device_out, plan, key, offset):
     from ._kernels.cuda.kernels import configured, grid
 
     fmt, size = plan.fmt, device_x.size
-    outer, length, inner, block_size, _ = block_layout_of(tuple(device_x.shape), fmt)
+    outer, length, inner, block_size, _ = layout
     block_size = min(block_size, length)  # (blocks past the axis's length: one block, of the axis)
     source, target = device_x.reshape(size), device_out.reshape(size)
     tensor_scale = float(tensor_scale_of(_largest_finite(source), fmt)) if fmt.tensor_scale else 1.0
