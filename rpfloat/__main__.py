@@ -503,9 +503,59 @@ def _check_rounding_arguments(fmt, mode, overflow, rand_bits) -> None:
             raise UsageError(argument, str(error)) from None
 
 
+def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
+    """FORMAT, made the element format of a scaled format or changed where
+    FORMAT is scaled by the options ``--block-size``, ``--axis``,
+    ``--scale-format``, ``--scale-rounding`` and ``--tensor-scale``; FORMAT
+    itself without them. `shape` (IN's) gives ``--block-size slice`` its length
+    (1 until it is known). Raises UsageError naming the option a format refuses."""
+    fmt = arguments.format
+    changes = {option: value for option, value in (
+        ("--block-size", arguments.block_size), ("--axis", arguments.axis),
+        ("--scale-format", arguments.scale_format), ("--scale-rounding", arguments.scale_rounding),
+        ("--tensor-scale", arguments.tensor_scale)) if value is not None}
+    if not changes:
+        return fmt
+    if not isinstance(fmt, rp.ScaledFormat):
+        if "--axis" in changes and changes.get("--block-size", "tensor") == "tensor":
+            raise UsageError("--axis", "is the axis blocks run along: give --block-size too, a number or 'slice' "
+                                       "(one scale per array has no axis)")
+        try:
+            fmt = rp.ScaledFormat(fmt)
+        except (TypeError, ValueError) as error:
+            raise UsageError("--format", f"cannot be the element of a scaled format: {error}") from None
+    if changes.get("--block-size") == "slice":
+        axis = changes.get("--axis", fmt.axis)
+        if shape is not None and not -len(shape) <= axis < len(shape):
+            raise UsageError("--axis", f"is {axis}, out of range for IN's array of {len(shape)} dimensions")
+        changes["--block-size"] = 1 if shape is None else max(1, shape[axis])
+    elif changes.get("--block-size") == "tensor":
+        changes["--block-size"] = None
+    # one change at a time, so that an error names its option; --no-tensor-scale
+    # first (a tensor scale refuses power-of-two scale formats)
+    order = ["--scale-format", "--scale-rounding", "--tensor-scale", "--block-size", "--axis"]
+    if changes.get("--tensor-scale") is False:
+        order.insert(0, order.pop(2))
+    for option in order:
+        if option in changes:
+            field = option[2:].replace("-", "_")
+            try:
+                fmt = dataclasses.replace(fmt, **{field: changes[option]}, name=None)
+            except (TypeError, ValueError) as error:
+                raise UsageError(option, str(error)) from None
+    return fmt
+
+
+def _check_axis(fmt, shape: tuple) -> None:
+    """Raise UsageError where a scaled format's blocks run along an axis IN's array lacks."""
+    if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) > 0:
+        if not -len(shape) <= fmt.axis < len(shape):
+            raise UsageError("--axis", f"is {fmt.axis}, out of range for IN's array of {len(shape)} dimensions")
+
+
 def run_round(arguments: argparse.Namespace) -> int:
     """``round``: round IN into OUT chunk by chunk, print the statistics; exit code 0."""
-    fmt, mode = arguments.format, arguments.mode
+    fmt, mode = scaled_format(arguments), arguments.mode
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
     if arguments.key is not None and not (_is_npz(arguments.input) or _is_npz(arguments.output)):
         raise UsageError("--key", "names an array of an .npz file; IN and OUT are .npy files")
@@ -520,6 +570,8 @@ def run_round(arguments: argparse.Namespace) -> int:
             others = ", ".join(name for name in source.names if name != source.key)
             raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
                                     "holds the rounded array alone; write another file")
+        fmt = scaled_format(arguments, source.shape)
+        _check_axis(fmt, source.shape)
         if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):
             raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
@@ -622,6 +674,44 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"elements rounded at a time (default {DEFAULT_CHUNK}); the results do not depend on it")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress bar on stderr (default: where stderr is a terminal)")
+    scaled = parser.add_argument_group(
+        "scaled formats", "Any of these makes FORMAT the element format of a scaled format (one scale per block "
+                          "of elements), or changes a scaled FORMAT such as mxfp8_e4m3 or nvfp4.")
+    scaled.add_argument("--block-size", type=_block_size_argument, default=None, metavar="SIZE",
+                        help="elements per scale along --axis: a number, 'slice' (one scale per slice along "
+                             "--axis: per-channel scales) or 'tensor' (one scale for the whole array, the default "
+                             "for an element FORMAT)")
+    scaled.add_argument("--axis", type=_integer_argument("--axis"), default=None,
+                        help="the axis the blocks run along (default -1, the last)")
+    scaled.add_argument("--scale-format", default=None, metavar="NAME",
+                        help="e8m0 (power-of-two scales, the default) or a float format such as e4m3 (scales "
+                             "with significand bits, as NVFP4's)")
+    scaled.add_argument("--scale-rounding", choices=("floor", "ceil", "even", "rceil"), default=None,
+                        help="how a power-of-two scale follows its block's largest magnitude (default floor, "
+                             "the OCP MX rule; rceil never saturates)")
+    scaled.add_argument("--tensor-scale", action=argparse.BooleanOptionalAction, default=None,
+                        help="a second, float32 scale per array, as NVFP4's two levels (needs a float "
+                             "--scale-format)")
+
+
+def _block_size_argument(text: str):
+    if text.strip().lower() in ("slice", "tensor"):
+        return text.strip().lower()
+    try:
+        return _int_at_least(1, "--block-size")(text)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(f"--block-size must be a positive integer, 'slice' or 'tensor', "
+                                         f"got {text!r}") from None
+
+
+def _integer_argument(what: str) -> Callable[[str], int]:
+    def convert(text: str) -> int:
+        try:
+            return int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{what} must be an integer, got {text!r}") from None
+
+    return convert
 
 
 # -- bench --------------------------------------------------------------------------------

@@ -113,6 +113,66 @@ def test_scaled_formats_round_in_whole_blocks(tmp_path, shape, chunk):
         assert same_bits(np.load(tmp_path / "out.npy"), rp.round(x, name, "stochastic", rng=5))
 
 
+@pytest.mark.parametrize("options, expected", [
+    # per-channel int8 of a weight matrix: one scale per row, the rule that never saturates
+    (["-f", "q8.0", "--block-size", "slice", "--scale-rounding", "rceil"],
+     rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=40, scale_rounding="rceil")),
+    # one scale per column (blocks along axis 0, whole: IN is read in one piece)
+    (["-f", "e4m3", "--block-size", "slice", "--axis", "0"], rp.ScaledFormat("e4m3", block_size=30, axis=0)),
+    (["-f", "e5m2", "--block-size", "tensor"], rp.ScaledFormat("e5m2")),
+    (["-f", "e2m1", "--scale-format", "e4m3", "--block-size", "8"],
+     rp.ScaledFormat("e2m1", block_size=8, scale_format="e4m3")),
+    # a scaled preset changed: MX blocks down the columns, NVFP4 with its tensor scale
+    (["-f", "mxfp8_e4m3", "--axis", "0"], rp.ScaledFormat("e4m3", block_size=32, axis=0)),
+    (["-f", "nvfp4", "--tensor-scale"], rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3",
+                                                        tensor_scale=True)),
+    (["-f", "mxfp4", "--block-size", "7", "--scale-rounding", "even"],
+     rp.ScaledFormat("e2m1", block_size=7, scale_rounding="even")),
+])
+def test_scaled_format_options_round_as_that_format(tmp_path, options, expected):
+    x = sample((30, 40), seed=6)
+    x[3, 5] = np.nan
+    np.save(tmp_path / "in.npy", x)
+    finished = run_cli("round", "in.npy", "out.npy", *options, "-m", "stochastic", "--seed", "3", "--chunk", "100",
+                       cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    reference, stats = rp.round(x, expected, "stochastic", rng=3, stats=True)
+    assert same_bits(np.load(tmp_path / "out.npy"), reference)
+    assert summary_counts(finished.stdout)["bytes after"] == stats.bytes_after
+    assert "format ScaledFormat(" in finished.stdout
+
+
+@pytest.mark.parametrize("options, argument, message", [
+    (["-f", "e4m3", "--axis", "0"], "--axis", "give --block-size too"),
+    (["-f", "e4m3", "--axis", "0", "--block-size", "tensor"], "--axis", "give --block-size too"),
+    (["-f", "mxfp4", "--axis", "2"], "--axis", "out of range for IN's array of 2 dimensions"),
+    (["-f", "e4m3", "--block-size", "slice", "--axis", "-3"], "--axis", "out of range"),
+    (["-f", "e4m3", "--block-size", "0"], "--block-size", "'slice' or 'tensor'"),
+    (["-f", "e4m3", "--block-size", "rows"], "--block-size", "'slice' or 'tensor'"),
+    (["-f", "e4m3", "--axis", "x", "--block-size", "4"], "--axis", "must be an integer"),
+    (["-f", "e4m3", "--scale-format", "bogus"], "--scale-format", "unknown format name 'bogus'"),
+    (["-f", "mxfp8_e4m3", "--tensor-scale"], "--tensor-scale", "scale_format"),
+    (["-f", "nvfp4", "--scale-rounding", "sideways"], "--scale-rounding", "invalid choice"),
+    (["-f", "q1.0", "--block-size", "4"], "--format", "cannot be the element"),  # values -1 and 0
+])
+def test_scaled_format_options_that_make_no_format_exit_2(tmp_path, options, argument, message):
+    np.save(tmp_path / "in.npy", sample((6, 8)))
+    finished = run_cli("round", "in.npy", "out.npy", *options, cwd=tmp_path)
+    assert finished.returncode == 2, finished.stderr
+    assert f"argument {argument}" in finished.stderr and message in finished.stderr, finished.stderr
+    assert not (tmp_path / "out.npy").exists()
+
+
+def test_scaled_format_options_turn_a_tensor_scale_off_before_the_scale_format():
+    """nvfp4 without its E4M3 scales must lose the tensor scale first, which
+    power-of-two scales refuse, whatever order the options came in."""
+    arguments = cli.build_parser().parse_args(["round", "a.npy", "b.npy", "-f", "nvfp4", "--scale-format", "e8m0",
+                                              "--no-tensor-scale"])
+    assert cli.scaled_format(arguments) == rp.ScaledFormat("e2m1", block_size=16)
+    arguments = cli.build_parser().parse_args(["round", "a.npy", "b.npy", "-f", "e4m3"])
+    assert cli.scaled_format(arguments) is rp.format("e4m3")
+
+
 def test_chunk_ranges_of_scaled_formats():
     mx = rp.format("mxfp4")
     assert list(cli.chunk_ranges((4, 10), mx, 25)) == [(0, 20, (2, 10)), (20, 40, (2, 10))]
