@@ -138,6 +138,7 @@ _NAME_HINTS = {
 # beside the OCP preset "e4m3")
 _FLOAT_PATTERN = re.compile(r"e(0|[1-9][0-9]*)m(0|[1-9][0-9]*)", re.ASCII)
 _FIXED_PATTERN = re.compile(r"(u?)q(-?[0-9]+)\.(-?[0-9]+)", re.ASCII)
+_INTEGER_PATTERN = re.compile(r"(u?)int([1-9][0-9]*)", re.ASCII)
 
 _ACCEPTED_KINDS = (
     "a format name (str), a FloatFormat or FixedFormat, or a NumPy or ml_dtypes "
@@ -153,7 +154,8 @@ def _known_names() -> str:
         "preset's name without 'floatN_' (e4m3fn, e5m2fnuz, e2m1fn, ...), also behind "
         "'fpN_' (fp8_e4m3, fp6_e3m2fn, ...); and the patterns 'eXmY' (IEEE-style "
         "FloatFormat(X, Y), with inf and NaN, for the X, Y not named above), 'qI.F' "
-        "and 'uqI.F' (signed and unsigned FixedFormat(I, F)); any case, '-' for '_'"
+        "and 'uqI.F' (signed and unsigned FixedFormat(I, F)), 'intN' and 'uintN' (integers of "
+        "N bits, 'qN.0' and 'uqN.0'); any case, '-' for '_'"
     )
 
 
@@ -237,6 +239,8 @@ def format(name_or_format):
           ``FloatFormat(X, Y)``, with inf and NaN;
         * ``"qI.F"`` / ``"uqI.F"`` for a signed / unsigned
           ``FixedFormat(I, F)`` (``I`` and ``F`` may carry a minus sign);
+        * ``"intN"`` / ``"uintN"`` for the signed / unsigned integers of ``N``
+          bits, ``FixedFormat(N, 0)`` (``"int8"``: -128 to 127, saturating);
         * a NumPy or ml_dtypes float type or dtype (``np.float16``,
           ``np.dtype("float32")``, ``float``, ``ml_dtypes.bfloat16``,
           ``x.dtype``): the preset of the dtype's name.
@@ -270,6 +274,8 @@ def format(name_or_format):
     True
     >>> format("q8.8") == FixedFormat(8, 8)
     True
+    >>> format("int8") == FixedFormat(8, 0), format("uint4").max
+    (True, 15.0)
     """
     if isinstance(name_or_format, (FloatFormat, FixedFormat, ScaledFormat)):
         return name_or_format
@@ -299,6 +305,9 @@ def format(name_or_format):
     if match := _FIXED_PATTERN.fullmatch(key):
         unsigned, int_bits, frac_bits = match.groups()
         return FixedFormat(int(int_bits), int(frac_bits), signed=not unsigned, name=key)
+    if match := _INTEGER_PATTERN.fullmatch(key):
+        unsigned, width = match.groups()
+        return FixedFormat(int(width), 0, signed=not unsigned, name=key)
     raise ValueError(_unknown_name_message(name_or_format))
 
 

@@ -115,7 +115,7 @@ def test_scaled_formats_round_in_whole_blocks(tmp_path, shape, chunk):
 
 @pytest.mark.parametrize("options, expected", [
     # per-channel int8 of a weight matrix: one scale per row, the rule that never saturates
-    (["-f", "q8.0", "--block-size", "slice", "--scale-rounding", "rceil"],
+    (["-f", "int8", "--block-size", "slice", "--scale-rounding", "rceil"],
      rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=40, scale_rounding="rceil")),
     # one scale per column (blocks along axis 0, whole: IN is read in one piece)
     (["-f", "e4m3", "--block-size", "slice", "--axis", "0"], rp.ScaledFormat("e4m3", block_size=30, axis=0)),

@@ -127,6 +127,23 @@ def test_other_exmy_names_stay_ieee_style(name, exp_bits, man_bits):
     assert fmt.name == name.lower()
 
 
+@pytest.mark.parametrize(("name", "width", "signed"), [("int8", 8, True), ("INT4", 4, True), ("uint8", 8, False),
+                                                    ("int1", 1, True), ("uint16", 16, False)])
+def test_integer_names_are_words_without_a_fraction(name, width, signed):
+    fmt = format(name)
+    assert fmt == FixedFormat(width, 0, signed=signed) and fmt.name == name.lower()
+    lowest, highest = (-(2 ** (width - 1)), 2 ** (width - 1) - 1) if signed else (0, 2**width - 1)
+    assert np.array_equal(fmt.values(), np.arange(lowest, highest + 1))
+    x = np.array([lowest - 5.0, lowest - 0.5, 2.5, 3.5, highest + 0.4, highest + 7.0])
+    expected = np.clip(np.round(x), lowest, highest)  # nearest-even, saturating
+    np.testing.assert_array_equal(rp.round(x, name), expected)
+
+
+def test_integer_names_past_53_bits_say_why():
+    with pytest.raises(ValueError, match="word length"):
+        format("int64")
+
+
 def test_hyphens_stand_for_underscores_only_in_preset_names():
     assert format("q-2.10") == FixedFormat(-2, 10)  # the minus sign of the pattern stays
     with pytest.raises(ValueError, match="unknown format name"):
@@ -264,6 +281,10 @@ def test_types_without_a_preset_are_rejected(float_type, description):
         ("e05m10", ""),
         ("e8m0", "scale_format='e8m0'"),  # OCP's scale type, not the IEEE-style FloatFormat(8, 0)
         ("E8M0", "FloatFormat\\(8, 0\\)"),
+        ("int0", ""),
+        ("int08", ""),
+        ("int", ""),
+        ("sint8", ""),
     ],
 )
 def test_unknown_names(name, hint):
@@ -279,7 +300,7 @@ def test_known_names_explain_the_rules():
         format("nope")
     message = str(raised.value)
     for text in ("e2m1 (float4_e2m1fn)", "e3m2 (float6_e3m2fn)", "e2m3 (float6_e2m3fn)", "fp4 (float4_e2m1fn)",
-                 "'floatN_'", "'fpN_'", "IEEE-style", "'-' for '_'"):
+                 "'floatN_'", "'fpN_'", "IEEE-style", "'intN'", "'-' for '_'"):
         assert text in message
 
 
