@@ -43,7 +43,7 @@ class ScaledFormat:
         Elements per scale along `axis` (the last block of a slice may be
         shorter). ``None`` (default): one scale for the whole array.
     axis : int, default -1
-        The axis along which blocks run.
+        The axis along which blocks run (only -1 where ``block_size`` is None).
     scale_format : "e8m0", (int, int), FloatFormat or str, default "e8m0"
         ``"e8m0"``: power-of-two scales ``2**s`` with ``s`` in [-127, 127] and a
         NaN code (OCP MX). A pair ``(s_min, s_max)``: power-of-two scales with
@@ -127,6 +127,10 @@ class ScaledFormat:
             if self.block_size < 1:
                 raise ValueError(f"block_size must be >= 1 or None, got {self.block_size}")
         set_field("axis", as_int(self.axis, "axis"))
+        if self.block_size is None and self.axis != -1:
+            raise ValueError(
+                f"axis={self.axis} has no effect with block_size=None (one scale for the whole array); for "
+                f"one scale per slice along axis {self.axis}, pass block_size=x.shape[{self.axis}]")
         set_field("tensor_scale", as_bool(self.tensor_scale, "tensor_scale"))
         check_name(self.name)
         set_field("scale_format", _scale_format(self.scale_format, to_format))

@@ -87,7 +87,7 @@ def cases(draw):
     tensor_scale = draw(st.booleans()) if isinstance(scale_format, (str, rp.FloatFormat)) and scale_format != "e8m0" \
         else False
     try:
-        fmt = rp.ScaledFormat(element, block_size=block_size, axis=1, scale_format=scale_format,
+        fmt = rp.ScaledFormat(element, block_size=block_size, axis=1 if block_size else -1, scale_format=scale_format,
                               scale_rounding=rounding, tensor_scale=tensor_scale)
     except (ValueError, TypeError):
         assume(False)
@@ -140,7 +140,8 @@ def test_long_arrays_in_segments(fmt, shape):
     """With the default segment: rows or columns longer than a segment (pieces
     of them, whole blocks or pieces of blocks longer than a segment) and many
     short rows or columns per segment."""
-    fmt = dataclasses.replace(rp.format(fmt), axis=1)
+    fmt = rp.format(fmt)
+    fmt = dataclasses.replace(fmt, axis=1) if fmt.block_size is not None else fmt  # (one scale: no axis)
     x = data(shape[0] * shape[1], shape[2], 11, 20).reshape(shape)
     for mode, rand_bits in ((layout.NEAREST, None), (layout.STOCHASTIC, None), (layout.STOCHASTIC, 7)):
         (new, new_scales), (general, general_scales) = run_both(x, fmt, mode, 5, rand_bits, 123, False)

@@ -316,7 +316,7 @@ def test_any_scale_format_gives_the_general_kernels_bits(scale_format, element, 
     ties where `ties`), give the bits of float64 data of the same values,
     which the general kernel rounds; the grid and division kernels take the
     formats they serve."""
-    fmt = rp.ScaledFormat(element, block_size=block_size, axis=axis, scale_format=scale_format)
+    fmt = rp.ScaledFormat(element, block_size=block_size, axis=axis if block_size else -1, scale_format=scale_format)
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal((3, 40, 5)) * 2.0 ** rng.integers(-40, 40, (3, 1, 1))).astype(np.float32)
     if ties:  # each block's max / element max halfway between two scale values

@@ -64,7 +64,7 @@ LAYOUTS = [
     ((19, 4), 3, 0),
     ((35, 3), 16, 0),   # 16 + 16 + 3 down each column
     ((2, 40), 32, 1),
-    ((3, 5), None, 0),
+    ((3, 5), None, -1),  # one scale per array takes no axis
 ]
 
 
@@ -197,7 +197,7 @@ def scaled_cases(draw):
     ndim = draw(st.integers(1, 2))
     shape = tuple(draw(st.lists(st.integers(1, 9), min_size=ndim, max_size=ndim)))
     block_size = draw(st.sampled_from([None, 1, 2, 3, 5, 16, 32]))
-    axis = draw(st.integers(-ndim, ndim - 1))
+    axis = draw(st.integers(-ndim, ndim - 1)) if block_size is not None else -1
     width = 32 if dtype == np.float32 else 64
     values = draw(st.lists(st.floats(width=width, allow_nan=True, allow_infinity=True),
                            min_size=math.prod(shape), max_size=math.prod(shape)))
@@ -957,6 +957,11 @@ def test_bad_arguments():
         rp.round(np.ones((4, 4), np.float32), rp.ScaledFormat("e4m3", block_size=2, axis=2))
     with pytest.raises(ValueError, match="axis"):
         rp.round(np.ones(4, np.float32), rp.ScaledFormat("e4m3", block_size=2, axis=-2))
+    # one scale per array has no axis: a per-channel scale needs the axis' length as block_size
+    for axis in (0, 5, -2):
+        with pytest.raises(ValueError, match=rf"axis={axis} has no effect with block_size=None.*block_size=x.shape"):
+            rp.ScaledFormat(rp.format("int8"), axis=axis)
+    assert rp.ScaledFormat("int8", axis=-1) == rp.ScaledFormat("int8")
 
 
 @pytest.mark.parametrize("fmt", [rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", scale_format="e4m3"),
