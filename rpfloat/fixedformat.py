@@ -8,6 +8,7 @@ unsigned.  ``int_bits`` counts the sign bit.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -174,9 +175,10 @@ class FixedFormat:
         """Always False."""
         return False
 
-    @property
+    @functools.cached_property
     def carrier(self) -> type:
-        """Narrowest of np.float16/32/64 holding every value exactly."""
+        """Narrowest of np.float16/32/64 holding every value exactly (computed once:
+        arrays of the format ask for it on every operation)."""
         k_min, k_max = self._k_range()
         # The integer needing the most significant bits is the largest odd
         # magnitude; a power-of-two magnitude (-2**(w-1)) needs one bit.

@@ -21,6 +21,7 @@ The all-ones exponent field ``f == 2**exp_bits - 1`` depends on ``nan``:
 
 from __future__ import annotations
 
+import functools
 import math
 import operator
 from dataclasses import dataclass, field
@@ -463,9 +464,10 @@ class FloatFormat:
         """Whether ``-0`` is a value (False only for ``nan="negzero"``)."""
         return self.nan != "negzero"
 
-    @property
+    @functools.cached_property
     def carrier(self) -> type:
-        """Narrowest of np.float16/32/64 holding every value exactly."""
+        """Narrowest of np.float16/32/64 holding every value exactly (computed once:
+        arrays of the format ask for it on every operation)."""
         if self.exp_bits is None:
             return next(t.dtype for t in IEEE_TYPES if self.man_bits <= t.man_bits)
         ieee = narrowest_ieee_type(self.man_bits, self._quantum_exp(), self._max_exact())
