@@ -355,6 +355,76 @@ class RPArray(NDArrayOperatorsMixin):
     def min(self, axis=None, **kwargs):
         return np.min(self, axis=axis, **kwargs)
 
+    # ndarray methods as the NumPy functions of the same name (which keep the format,
+    # round new values once, or see the carrier values: the array functions below)
+    def argmax(self, axis=None, **kwargs):
+        return np.argmax(self, axis=axis, **kwargs)
+
+    def argmin(self, axis=None, **kwargs):
+        return np.argmin(self, axis=axis, **kwargs)
+
+    def argsort(self, axis=-1, **kwargs):
+        return np.argsort(self, axis=axis, **kwargs)
+
+    def sort(self, axis=-1, **kwargs):
+        """Sort in place, as ``ndarray.sort`` (the values stay those of the format)."""
+        self._data.sort(axis=axis, **kwargs)
+
+    def nonzero(self):
+        return np.nonzero(self)
+
+    def any(self, axis=None, **kwargs):
+        return np.any(self, axis=axis, **kwargs)
+
+    def all(self, axis=None, **kwargs):
+        return np.all(self, axis=axis, **kwargs)
+
+    def cumsum(self, axis=None, **kwargs):
+        return np.cumsum(self, axis=axis, **kwargs)
+
+    def cumprod(self, axis=None, **kwargs):
+        return np.cumprod(self, axis=axis, **kwargs)
+
+    def std(self, axis=None, **kwargs):
+        return np.std(self, axis=axis, **kwargs)
+
+    def var(self, axis=None, **kwargs):
+        return np.var(self, axis=axis, **kwargs)
+
+    def trace(self, *args, **kwargs):
+        return np.trace(self, *args, **kwargs)
+
+    def clip(self, min=None, max=None, **kwargs):  # noqa: A002 (ndarray.clip's names)
+        return np.clip(self, min, max, **kwargs)
+
+    def round(self, decimals=0, **kwargs):
+        return np.round(self, decimals, **kwargs)
+
+    def diagonal(self, *args, **kwargs):
+        return np.diagonal(self, *args, **kwargs)
+
+    def take(self, indices, *args, **kwargs):
+        return np.take(self, indices, *args, **kwargs)
+
+    def repeat(self, repeats, axis=None):
+        return np.repeat(self, repeats, axis=axis)
+
+    def swapaxes(self, axis1, axis2):
+        return np.swapaxes(self, axis1, axis2)
+
+    def fill(self, value):
+        """Set every element to `value` rounded onto the format (``ndarray.fill``)."""
+        self[...] = value
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the carrier array (the codes take ``fmt.bits`` per element)."""
+        return self._data.nbytes
+
+    @property
+    def itemsize(self) -> int:
+        return self._data.itemsize
+
     def dot(self, other, *, per_step=False, acc=None, fma=False, order="sequential", block_k=None):
         """Dot product: ``np.dot`` (rounded once), or with every step rounded.
 
@@ -1274,7 +1344,7 @@ _VIEW_FUNCTIONS = (
     np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.roll, np.repeat, np.tile,
     np.take, np.sort, np.copy, np.diagonal, np.atleast_1d, np.atleast_2d, np.atleast_3d,
     np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit, np.delete, np.resize,
-    np.trim_zeros, np.partition,
+    np.trim_zeros, np.partition, np.triu, np.tril, np.diag, np.diagflat,
 )
 
 
@@ -1299,7 +1369,13 @@ _VALUE_FUNCTIONS = (
     np.nancumprod, np.max, np.min, np.amax, np.amin, np.nanmax, np.nanmin, np.ptp, np.trace,
     np.dot, np.vdot, np.inner, np.outer, np.tensordot, np.kron, np.cross, np.einsum, np.diff,
     np.ediff1d, np.gradient, np.interp, np.convolve, np.correlate, np.round, np.around,
-    np.linalg.norm, np.unique, np.percentile, np.quantile,
+    np.linalg.norm, np.unique, np.percentile, np.quantile, np.pad, np.block, np.polyval, np.nanpercentile,
+    np.nanquantile, np.cov, np.corrcoef,
+    # linear algebra: computed in float64, each floating result rounded once (integer ones kept)
+    np.linalg.solve, np.linalg.inv, np.linalg.pinv, np.linalg.det, np.linalg.slogdet, np.linalg.lstsq,
+    np.linalg.qr, np.linalg.cholesky, np.linalg.svd, np.linalg.eig, np.linalg.eigh, np.linalg.eigvals,
+    np.linalg.eigvalsh, np.linalg.matrix_power, np.linalg.multi_dot, np.linalg.tensorsolve,
+    np.linalg.tensorinv, np.linalg.cond, np.linalg.matrix_rank,
 )
 
 
@@ -1388,6 +1464,8 @@ def _as_float64(obj):
 
 def _wrap_results(result, target):
     """Floating results as RPArrays of the target (rounded unless already there)."""
+    if isinstance(result, tuple) and hasattr(result, "_fields"):  # a named tuple (np.linalg.qr, svd, ...)
+        return type(result)(*(_wrap_results(item, target) for item in result))
     if isinstance(result, (list, tuple)):
         return type(result)(_wrap_results(item, target) for item in result)
     if isinstance(result, np.ndarray) and result.dtype.kind != "f":

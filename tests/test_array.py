@@ -551,6 +551,70 @@ def test_joining_functions_combine_and_round():
         np.concatenate([a, asarray([1.0], "float16")])
 
 
+def test_triangles_diagonals_padding_and_blocks_keep_the_format():
+    a = asarray(np.arange(1.0, 10.0).reshape(3, 3) / 7, "bfloat16", mode="up")
+    values = np.asarray(a)
+    for function, expected in ((np.triu, np.triu(values)), (np.tril, np.tril(values, -1)), (np.diag, np.diag(values)),
+                               (np.diagflat, np.diagflat(values[0]))):
+        result = function(a, -1) if function is np.tril else function(a[0] if function is np.diagflat else a)
+        assert isinstance(result, RPArray) and result.fmt == a.fmt and result.mode == "up"
+        assert_same(result, expected)
+    assert_same(np.triu(a)[0] / 3, rp.round(values[0].astype(np.float64) / 3, "bfloat16", "up"))
+    padded = np.pad(a, 1, constant_values=0.1)  # the padding value is rounded onto the format
+    assert isinstance(padded, RPArray) and padded[0, 0].item() == float(rp.round(0.1, "bfloat16", "up"))
+    assert_same(padded[1:-1, 1:-1], values)
+    joined = np.block([[a, a], [a, a]])
+    assert isinstance(joined, RPArray) and joined.fmt == a.fmt and joined.shape == (6, 6)
+
+
+@pytest.mark.parametrize("function", [np.linalg.solve, np.linalg.inv, np.linalg.det, np.linalg.qr, np.linalg.svd,
+                                      np.linalg.eigh, np.linalg.cholesky, np.linalg.lstsq, np.linalg.pinv])
+def test_linear_algebra_rounds_each_float64_result_once(function):
+    """np.linalg on RPArrays: computed in float64 on the values, each floating
+    result rounded onto the format (a named tuple keeps its fields); integer
+    results (lstsq's rank) stay plain."""
+    rng = np.random.default_rng(3)
+    raw = rng.standard_normal((4, 4))
+    a = asarray(raw @ raw.T + 4 * np.eye(4), "e5m7", mode="toward_zero")
+    b = np.ones(4)
+    arguments = {np.linalg.solve: (a, b), np.linalg.lstsq: (a, b)}.get(function, (a,))
+    result = function(*arguments)
+    expected = function(*[np.asarray(x, np.float64) for x in arguments])
+    results = list(result) if isinstance(result, tuple) else [result]
+    expecteds = list(expected) if isinstance(expected, tuple) else [expected]
+    assert len(results) == len(expecteds) and type(result) is type(expected) or isinstance(result, RPArray)
+    for got, want in zip(results, expecteds):
+        if np.asarray(want).dtype.kind == "f":
+            assert isinstance(got, RPArray) and got.fmt == a.fmt and got.mode == "toward_zero"
+            assert_same(got, rp.round(np.asarray(want), "e5m7", "toward_zero"))
+        else:
+            assert not isinstance(got, RPArray) and np.array_equal(got, want)
+    assert not isinstance(np.linalg.matrix_rank(a), RPArray) and np.linalg.matrix_rank(a) == 4
+
+
+def test_ndarray_methods_are_the_numpy_functions():
+    a = asarray([[0.3, -2.0, 5.0], [1.0, 0.0, -0.7]], "float16", mode="down")
+    values = np.asarray(a, np.float64)
+    assert a.argmax() == 2 and a.argmin() == 1 and a.argmax(axis=0).tolist() == [1, 1, 0]
+    assert np.array_equal(a.argsort(), np.argsort(values)) and np.array_equal(a.nonzero(), np.nonzero(values))
+    assert a.any() and not a.all() and a.all(axis=0).tolist() == [True, False, True]
+    for method, expected in ((a.cumsum(), np.cumsum(values)), (a.cumprod(axis=1), np.cumprod(values, axis=1)),
+                             (a.std(), np.std(values)), (a.var(axis=0), np.var(values, axis=0)),
+                             (a.trace(), np.trace(values)), (a.clip(-1, 1), np.clip(values, -1, 1)),
+                             (a.round(), np.round(values)), (a.diagonal(), np.diagonal(values)),
+                             (a.take([0, 5]), np.take(values, [0, 5])), (a.repeat(2, axis=0), values.repeat(2, 0)),
+                             (a.swapaxes(0, 1), values.T)):
+        assert isinstance(method, RPArray) and method.fmt == a.fmt and method.mode == "down"
+        assert_same(method, rp.round(np.asarray(expected), "float16", "down"))
+    b = a.copy()
+    assert b.sort() is None and isinstance(b, RPArray)
+    assert_same(b, np.sort(np.asarray(a), axis=-1))
+    b.fill(0.1)
+    assert_same(b, np.full((2, 3), rp.round(0.1, "float16", "down")))
+    assert_same(a, values.astype(np.float16))  # the original untouched
+    assert a.nbytes == 12 and a.itemsize == 2
+
+
 def test_reductions_and_products_round_their_final_result_once():
     rng = np.random.default_rng(5)
     raw = rng.standard_normal((4, 5))
