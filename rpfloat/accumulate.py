@@ -68,7 +68,7 @@ _DEEP = _layout.PARAM_NAMES.index("deep")
 _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from NumPy 1.25 on
 
 
-def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, block_k=None):  # noqa: A001
+def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=None):  # noqa: A001
     """Sum of `x` with every addition rounded onto `fmt`.
 
     Parameters
@@ -79,15 +79,18 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, bloc
         The accumulator's format.
     axis : None, int or tuple of ints
         Axes to sum over; None sums everything.
-    mode : str
-        Rounding mode of every step, as for :func:`rpfloat.round`.
+    mode : str or None
+        Rounding mode of every step, as for :func:`rpfloat.round`; None (default):
+        the mode of `x` where it is an :class:`~rpfloat.RPArray`, else
+        ``"nearest"``.
     order : {"sequential", "pairwise", "kahan"}
         ``"sequential"``: ``acc = round(x_0)``, then ``acc = round(acc + x_k)``.
         ``"pairwise"``: every ``x_k`` is rounded, then neighbours are added level
         by level, each sum rounded. ``"kahan"``: compensated summation, every
         operation rounded (module docstring).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
-        Randomness for the stochastic modes (an int seed reproduces the result).
+        Randomness for the stochastic modes (an int seed reproduces the result);
+        None with an RPArray `x` that has a generator: a key drawn from it.
     block_k : None or int
         A positive int: the exact sum of each block of `block_k` consecutive
         values is added to the accumulator with one rounding (sequential order
@@ -116,9 +119,11 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, bloc
             raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
 
-        return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng)
+        return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng)
     fmt = _element_format(fmt, "fmt")
-    mode = parse_mode(mode)
+    mode = _mode_of(mode, x)
+    if rng is None and mode.is_stochastic:
+        rng = _operand_generator(x)
     pairwise_order(order)
     block_k = block_size(block_k, order)
     values, dtype = exact_operand(x, "x")
@@ -138,7 +143,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, bloc
     return _finish(out.reshape(shape), out_dtype)
 
 
-def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None, block_k=None):
+def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None):
     """Dot product of vectors (or matrix product of matrices) with rounded steps.
 
     Each product ``a_k * b_k`` is rounded onto `fmt` (unless ``fma=True``), each
@@ -168,7 +173,7 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", r
     return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k)
 
 
-def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential", rng=None, block_k=None):
+def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None):
     """Matrix product (``np.matmul`` shapes) with every product and addition rounded.
 
     Parameters
@@ -185,8 +190,9 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
         Kahan's order, as its terms) each exact product is added to the
         accumulator with one rounding (fused multiply-add); pairwise each exact
         product is rounded into the accumulator. No effect with `block_k`.
-    mode : str
-        Rounding mode of every step.
+    mode : str or None
+        Rounding mode of every step; None (default): the mode of the first
+        :class:`~rpfloat.RPArray` operand, else ``"nearest"``.
     order : {"sequential", "pairwise", "kahan"}
         Order of the additions along the inner dimension (module docstring).
         ``"kahan"``: compensated summation, every operation rounded onto `acc`.
@@ -229,7 +235,7 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode="nearest", order="sequential"
     """
     fmt = _element_format(fmt, "fmt")
     acc = fmt if acc is None else _element_format(acc, "acc")
-    mode = parse_mode(mode)
+    mode = _mode_of(mode, a, b)
     pairwise_order(order)
     if not isinstance(fma, (bool, np.bool_)):
         raise TypeError(f"fma must be True or False, got {fma!r}")
@@ -287,6 +293,22 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
     else:
         _kernels.accumulate(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, order == "pairwise",
                             exact_products, key, rand_bits)
+
+
+def _mode_of(mode, *operands):
+    """`mode` parsed; None: the mode of the first RPArray among `operands`, else nearest."""
+    if mode is None:
+        from .array import RPArray  # rpfloat.array imports this module
+
+        mode = next((x.mode for x in operands if isinstance(x, RPArray)), "nearest")
+    return parse_mode(mode)
+
+
+def _operand_generator(x):
+    """The generator of an RPArray `x` (None for other operands, or without one)."""
+    from .array import RPArray
+
+    return x.rng if isinstance(x, RPArray) else None
 
 
 def _array_result(a, b, mode, rng):

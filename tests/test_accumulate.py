@@ -219,6 +219,25 @@ def test_stochastic_results_are_reproducible():
     assert_same(matmul(a, b, "e4m3", mode="stochastic", rng=3), matmul(a, b, "e4m3", mode="stochastic", rng=3))
 
 
+def test_rparray_operands_lend_their_mode_and_generator():
+    """mode=None (the default) takes the first RPArray operand's mode; an explicit
+    mode wins, and plain arrays keep nearest. rng=None with a seeded stochastic
+    RPArray draws from its generator: reproducible from the array's seed."""
+    values = np.full(1000, 0.1)
+    up = rp.asarray(values, "fp16", "up")
+    assert rp_sum(up, "fp16") == rp_sum(values, "fp16", mode="up") == up.sum(per_step=True).item()
+    assert rp_sum(up, "fp16") > rp_sum(values, "fp16")  # (nearest stagnates lower)
+    assert rp_sum(up, "fp16", mode="nearest") == rp_sum(values, "fp16")
+    matrix = rp.asarray(np.full((3, 40), 0.1), "bf16", "toward_zero")
+    same = np.asarray(matmul(matrix, matrix.T, "bf16", mode="toward_zero"))
+    np.testing.assert_array_equal(np.asarray(matmul(matrix, matrix.T, "bf16")), same)
+    np.testing.assert_array_equal(np.asarray(dot(np.asarray(matrix), matrix.T, "bf16")), same)  # b's mode
+    assert matmul(matrix, matrix.T, "bf16").mode == "toward_zero"
+    assert not np.array_equal(same, matmul(np.asarray(matrix), np.asarray(matrix).T, "bf16"))
+    draws = [rp_sum(rp.asarray(values, "fp16", "stochastic", rng=7), "fp16") for _ in range(2)]
+    assert draws[0] == draws[1]
+
+
 def test_shapes_follow_numpy():
     rng = np.random.default_rng(4)
     a = rng.integers(-8, 8, (2, 3, 4)).astype(np.float64)
