@@ -314,10 +314,24 @@ def _scaled_chunks(x, fmt: ScaledFormat, stochastic):
     axis = _scaling.block_layout_of(x.shape, fmt)[4]  # validates the format's axis for x
     chunks = list(x.chunks)
     chunks[axis] = _aligned(chunks[axis], fmt.block_size)
-    if stochastic:
+    if stochastic and axis + 1 < x.ndim:
+        largest = _largest_chunk(x.chunks)
         chunks[axis + 1:] = [(size,) for size in x.shape[axis + 1:]]
+        if _largest_chunk(chunks) > largest and x.shape[axis] > 0:
+            # whole trailing axes: fewer whole blocks along the blocked axis, so that a
+            # chunk holds no more elements than x's largest did (or one row of blocks)
+            step_size = _largest_chunk(chunks[:axis]) * math.prod(x.shape[axis + 1:])
+            steps = max(fmt.block_size, largest // max(step_size, 1) // fmt.block_size * fmt.block_size)
+            if steps < max(chunks[axis]):
+                whole, rest = divmod(x.shape[axis], steps)
+                chunks[axis] = (steps,) * whole + ((rest,) if rest else ())
     chunks = tuple(chunks)
     return x if chunks == x.chunks else x.rechunk(chunks)
+
+
+def _largest_chunk(chunks) -> int:
+    """Elements of the largest chunk that chunk sizes `chunks` (one tuple per axis) allow."""
+    return math.prod(max(sizes) for sizes in chunks)
 
 
 def _aligned(sizes, block_size):

@@ -296,10 +296,29 @@ def test_scaled_encode_runs_each_chunk_once(monkeypatch):
 def test_scaled_chunk_boundaries_move_to_block_boundaries():
     x = da.from_array(_data(), chunks=((37,), (20, 20, 13)))
     assert rpd.round(x, SCALED["mx-last-axis"]).chunks == ((37,), (24, 16, 13))
-    # stochastic blocks along axis 0: a chunk's contiguous runs must hold whole blocks
-    assert rpd.round(x, SCALED["nvfp4-like-axis-0"], "stochastic", rng=1).chunks == ((37,), (53,))
+    # stochastic blocks along axis 0: a chunk's contiguous runs must hold whole blocks, so
+    # whole rows, in pieces of whole blocks that keep a chunk near the input's largest (37 x 20)
+    assert rpd.round(x, SCALED["nvfp4-like-axis-0"], "stochastic", rng=1).chunks == ((16, 16, 5), (53,))
     aligned = da.from_array(_data(), chunks=(16, 8))
     assert rpd.round(aligned, SCALED["mx-last-axis"], "stochastic", rng=1).chunks == aligned.chunks
+
+
+def test_stochastic_blocks_along_axis_0_keep_chunks_small():
+    """Whole trailing axes would make chunks of (4096, 4096) into (4096, 100_000),
+    24 times the memory: the blocked axis shrinks to whole blocks instead (lazy:
+    nothing is computed), and the bits stay those of rp.round."""
+    fmt = rp.ScaledFormat("e2m1", block_size=32, axis=0)
+    big = da.zeros((200_000, 100_000), chunks=(4096, 4096), dtype=np.float32)
+    chunks = rpd.round(big, fmt, "stochastic", rng=0).chunks
+    assert set(chunks[0][:-1]) == {160} and chunks[1] == (100_000,)
+    assert max(chunks[0]) * 100_000 <= 4096 * 4096
+    assert rpd.encode(big, fmt, "stochastic", rng=0).elements.chunks == chunks
+    x = _data((256, 300))
+    lazy = rpd.round(da.from_array(x, chunks=(64, 64)), fmt, "stochastic", rng=3)
+    assert lazy.chunks == ((32,) * 8, (300,))  # one row of blocks: the least a chunk can hold
+    assert_same_bits(_compute(lazy), rp.round(x, fmt, "stochastic", rng=3))
+    deterministic = rpd.round(da.from_array(x, chunks=(64, 64)), fmt, "toward_zero")
+    assert deterministic.chunks == ((64,) * 4, (64,) * 4 + (44,))  # nothing to merge
 
 
 @pytest.mark.parametrize("fmt", [rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", block_size=4, scale_format="e4m3",
