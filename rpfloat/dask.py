@@ -73,12 +73,12 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None):  
         (``rpfloat.rounding.result_dtype(x.dtype, fmt)``). For a scaled format
         with blocks, chunks moved so that no block straddles two (docs/dask.md).
 
-    Raises
-    ------
-    ValueError
-        For a scaled format with one scale per array (``block_size=None``) or a
-        tensor scale, where `x` has more than one chunk: that scale needs the
-        whole array (rechunk it to one chunk, ``x.rechunk(-1)``).
+    Notes
+    -----
+    A scaled format with one scale per array (``block_size=None``) or a tensor
+    scale takes that scale from the whole array: a reduction over `x` (its
+    largest finite magnitude, and whether it holds a NaN or inf) that every
+    chunk's task waits for, so that `x` is read twice when computed.
 
     Examples
     --------
@@ -95,12 +95,16 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None):  
     stochastic = plan.mode.is_stochastic
     if stochastic or isinstance(fmt, ScaledFormat):
         _known_chunks(x, "x", "a stochastic mode or a scaled format")
+    summary = ()
     if isinstance(fmt, ScaledFormat):
         x = _scaled_chunks(x, fmt, stochastic)
-    block = functools.partial(_round_block, fmt=fmt, mode=mode, overflow=overflow, rand_bits=rand_bits,
+        if x.npartitions > 1 and x.size > 0 and (fmt.block_size is None or fmt.tensor_scale):
+            summary = _whole_array_summary(x)
+    round_block = _round_block_of_whole if summary else _round_block
+    block = functools.partial(round_block, fmt=fmt, mode=mode, overflow=overflow, rand_bits=rand_bits,
                               seed=_stream_seed(rng) if stochastic else None, shape=x.shape,
                               dtype=plan.result_dtype)
-    return _da.map_blocks(block, x, dtype=plan.result_dtype, meta=_meta(x.ndim, plan.result_dtype),
+    return _da.map_blocks(block, x, *summary, dtype=plan.result_dtype, meta=_meta(x.ndim, plan.result_dtype),
                           token="rpfloat-round")
 
 
@@ -302,14 +306,9 @@ def _scaled_chunks(x, fmt: ScaledFormat, stochastic):
     """`x` rechunked, where needed, so that no block of `fmt` straddles two chunks
     (chunk boundaries along the blocked axis on multiples of block_size) and, for the
     stochastic modes, every chunk's runs of global C order hold whole blocks (axes
-    after the blocked one in one chunk)."""
-    if fmt.block_size is None or fmt.tensor_scale or x.ndim == 0:
-        if x.npartitions > 1:
-            what, instead = "one scale per array", "a format with blocks (block_size=...)"
-            if fmt.tensor_scale and fmt.block_size is not None:
-                what, instead = "a tensor scale", "a format without one (tensor_scale=False)"
-            raise ValueError(f"x has {x.npartitions} chunks, but {fmt!r} has {what}, which needs the whole array "
-                             f"at once: rechunk x to one chunk (x.rechunk(-1)) or use {instead}")
+    after the blocked one in one chunk). One scale per array: any chunks (its scale
+    comes from `_whole_array_summary`)."""
+    if fmt.block_size is None or x.ndim == 0:
         return x
     axis = _scaling.block_layout_of(x.shape, fmt)[4]  # validates the format's axis for x
     chunks = list(x.chunks)
@@ -332,6 +331,16 @@ def _scaled_chunks(x, fmt: ScaledFormat, stochastic):
 def _largest_chunk(chunks) -> int:
     """Elements of the largest chunk that chunk sizes `chunks` (one tuple per axis) allow."""
     return math.prod(max(sizes) for sizes in chunks)
+
+
+def _whole_array_summary(x):
+    """Lazy 0-d arrays: the largest finite magnitude of `x` (0 where none) and
+    whether it holds a NaN or an infinity; all that a scale of the whole array
+    depends on."""
+    if x.dtype.kind != "f":
+        x = x.astype(np.float64)
+    finite = _da.isfinite(x)
+    return _da.max(_da.where(finite, abs(x), 0)), ~_da.all(finite)
 
 
 def _aligned(sizes, block_size):
@@ -383,6 +392,45 @@ def _round_block(block, *, fmt, mode, overflow, rand_bits, seed, shape, dtype, b
     return result
 
 
+def _round_block_of_whole(block, largest, special, *, fmt, mode, overflow, rand_bits, seed, shape, dtype,
+                          block_info=None):
+    """One chunk rounded onto a format whose scale (one per array) or tensor scale
+    (NVFP4's second level) is the whole array's, which follows its largest finite
+    magnitude `largest` and whether it holds a NaN or an inf (`special`): each
+    contiguous run rounded as rp.round rounds it within the whole
+    (`_blocks_of_run`)."""
+    runs = _runs(block_info[0]["array-location"], shape) if seed is not None else [((), 0)]
+    key = random_key(seed) if seed is not None else 0
+    tensor_scale = _scaling.tensor_scale_of(float(largest), fmt) if fmt.tensor_scale else None
+    result = np.empty(block.shape, dtype)
+    for index, offset in runs:
+        array = _float_input(block[index])
+        plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
+        result[index] = _blocks_of_run(array, plan, key, offset, False, largest, special, tensor_scale)[0]
+    return result
+
+
+def _float_input(block):
+    """A chunk as rp.round takes it, integers as float64 (so that NaN can join them)."""
+    array = _rounding.input_array(block)
+    return array if array.dtype.kind == "f" else array.astype(np.float64)
+
+
+def _blocks_of_run(array, plan, key, offset, write_elements, largest=None, special=False, tensor_scale=None):
+    """``run_blocks`` of a contiguous run of a larger array (its first element at
+    flat index `offset`). Where the format has one scale per array (of the whole:
+    `largest` given), the run goes into the kernel with the whole's extremes after
+    it, `largest` and a NaN where `special`: one block, whose scale is then the
+    whole's (a block with a NaN or inf is NaN throughout, whichever it holds);
+    their results are dropped. `tensor_scale`: the whole's."""
+    if largest is None or plan.fmt.block_size is not None:
+        return _scaling.run_blocks(array, plan, key, offset, write_elements, None, tensor_scale)
+    extremes = np.array([largest, np.nan] if special else [largest], array.dtype)
+    values = np.concatenate([array.reshape(-1), extremes])
+    result, scales, tensor_scale = _scaling.run_blocks(values, plan, key, offset, write_elements, None, tensor_scale)
+    return result[:array.size].reshape(array.shape), scales, tensor_scale
+
+
 def _encode_block(block, *, fmt, mode, overflow, rand_bits, seed, shape, dtype, block_info=None):
     rounded = np.asarray(_round_block(block, fmt=fmt, mode=mode, overflow=overflow, rand_bits=rand_bits, seed=seed,
                                       shape=shape, dtype=dtype, block_info=block_info))
@@ -394,18 +442,26 @@ def _decode_block(block, *, fmt):
     return _rounding.decode(block, fmt)
 
 
-def _encode_scaled_chunk(block, *, fmt, mode, rand_bits, seed, location, shape):
-    """``(element codes, scale codes, tensor scale)`` of one chunk of whole blocks."""
-    array = _rounding.input_array(block)
+def _encode_scaled_chunk(block, largest=None, special=False, *, fmt, mode, rand_bits, seed, location, shape):
+    """``(element codes, scale codes, tensor scale)`` of one chunk of whole blocks
+    (`largest`, `special`: those of the whole array, where its scale or tensor
+    scale is the whole's and it has several chunks)."""
+    array = _rounding.input_array(block) if largest is None else _float_input(block)
     plan = plan_for(fmt, mode, None, rand_bits, array.dtype)
     key = random_key(seed) if seed is not None else 0
     runs = _runs(location, shape) if seed is not None else [((), 0)]
+    given = _scaling.tensor_scale_of(float(largest), fmt) if largest is not None and fmt.tensor_scale else None
     if len(runs) == 1:
-        elements, scales, tensor_scale = _scaling.run_blocks(array, plan, key, runs[0][1], True)
+        elements, scales, tensor_scale = _blocks_of_run(array, plan, key, runs[0][1], True, largest, special, given)
     else:
-        elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scaling.scale_shape(array.shape, fmt)), None
+        elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scaling.scale_shape(array.shape, fmt)), given
         for index, offset in runs:
-            elements[index], scales[index], _ = _scaling.run_blocks(array[index], plan, key, offset, True)
+            run = _blocks_of_run(array[index], plan, key, offset, True, largest, special, given)
+            elements[index] = run[0]
+            if fmt.block_size is None:
+                scales = run[1]  # (one scale: the whole's, in every run)
+            else:
+                scales[index] = run[1]
     return (_codes.encode_values(elements, fmt.element), _scaling.scale_codes(scales, fmt, tensor_scale),
             tensor_scale)
 
@@ -452,13 +508,17 @@ def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
     scale_dtype = _codes.code_dtype(fmt.scale_bits)
     encode = functools.partial(_encode_scaled_block, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed,
                                shape=x.shape)
-    parts = _da.map_blocks(encode, x, dtype=object, chunks=tuple((1,) * count for count in x.numblocks),
+    summary = ()
+    if x.npartitions > 1 and x.size > 0 and (fmt.block_size is None or fmt.tensor_scale):
+        summary = _whole_array_summary(x)  # (each chunk then has the whole's scale or tensor scale)
+    parts = _da.map_blocks(encode, x, *summary, dtype=object, chunks=tuple((1,) * count for count in x.numblocks),
                            meta=_meta(x.ndim, object), token="rpfloat-encode-scaled")
+    first = parts.blocks[(0,) * x.ndim]
     elements = _da.map_blocks(_part, parts, 0, dtype=code_dtype, chunks=x.chunks, meta=_meta(x.ndim, code_dtype),
                               token="rpfloat-element-codes")
     every_axis = tuple(range(x.ndim))
-    if _scaling.scale_shape(x.shape, fmt) == ():  # one scale (and one chunk: _scaled_chunks)
-        scales = _da.map_blocks(_part, parts, 1, dtype=scale_dtype, drop_axis=every_axis, chunks=(),
+    if _scaling.scale_shape(x.shape, fmt) == ():  # one scale: the whole's, in every chunk
+        scales = _da.map_blocks(_part, first, 1, dtype=scale_dtype, drop_axis=every_axis, chunks=(),
                                 meta=_meta(0, scale_dtype), token="rpfloat-scale-codes")
     else:
         axis = _scaling.block_layout_of(x.shape, fmt)[4]
@@ -467,17 +527,18 @@ def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
         scales = _da.map_blocks(_part, parts, 1, dtype=scale_dtype, chunks=tuple(chunks),
                                 meta=_meta(x.ndim, scale_dtype), token="rpfloat-scale-codes")
     tensor_scale = None
-    if fmt.tensor_scale:  # (one chunk: _scaled_chunks)
-        tensor_scale = _da.map_blocks(_part, parts, 2, dtype=np.float32, drop_axis=every_axis, chunks=(),
+    if fmt.tensor_scale:  # the whole's, in every chunk
+        tensor_scale = _da.map_blocks(_part, first, 2, dtype=np.float32, drop_axis=every_axis, chunks=(),
                                       meta=_meta(0, np.float32), token="rpfloat-tensor-scale")
     return _scaling.ScaledCodes(elements, scales, tensor_scale)
 
 
-def _encode_scaled_block(block, *, fmt, mode, rand_bits, seed, shape, block_info=None):
+def _encode_scaled_block(block, *summary, fmt, mode, rand_bits, seed, shape, block_info=None):
     """`_encode_scaled_chunk` of one chunk, in an object array of ones."""
     codes = np.empty((1,) * block.ndim, object)
-    codes[(0,) * block.ndim] = _encode_scaled_chunk(block, fmt=fmt, mode=mode, rand_bits=rand_bits, seed=seed,
-                                                    location=block_info[0]["array-location"], shape=shape)
+    codes[(0,) * block.ndim] = _encode_scaled_chunk(block, *summary, fmt=fmt, mode=mode, rand_bits=rand_bits,
+                                                    seed=seed, location=block_info[0]["array-location"],
+                                                    shape=shape)
     return codes
 
 

@@ -249,23 +249,24 @@ def _float32_quotient(numerator: float, denominator: Fraction, wide: float | Non
     return float(round(exact / spacing) * spacing)  # (round: half to even; float: exact)
 
 
-def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None):
+def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None, tensor_scale=None):
     """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
     into `out` where it is a C-contiguous array of the working dtype that does not
-    share memory with `array` (else into a new array). In the default floating-point
-    environment: where the thread has another, `in_default_environment` sets it
-    for the call."""
+    share memory with `array` (else into a new array). `tensor_scale`: that of a
+    larger array `array` is part of (None: `array`'s own, where the format has
+    one). In the default floating-point environment: where the thread has
+    another, `in_default_environment` sets it for the call."""
     if environment() != DEFAULT_ENVIRONMENT:
-        return _run_blocks_in_default(array, plan, key, offset, write_elements, out)
-    return _run_blocks(array, plan, key, offset, write_elements, out, True)
+        return _run_blocks_in_default(array, plan, key, offset, write_elements, out, tensor_scale)
+    return _run_blocks(array, plan, key, offset, write_elements, out, True, tensor_scale)
 
 
 @in_default_environment
-def _run_blocks_in_default(array, plan: ScaledPlan, key, offset, write_elements, out):
-    return _run_blocks(array, plan, key, offset, write_elements, out, False)
+def _run_blocks_in_default(array, plan: ScaledPlan, key, offset, write_elements, out, tensor_scale):
+    return _run_blocks(array, plan, key, offset, write_elements, out, False, tensor_scale)
 
 
-def _run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out, in_default):
+def _run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out, in_default, tensor_scale=None):
     """`run_blocks`; `in_default`: the caller found the default environment."""
     fmt = plan.fmt
     work_dtype = np.dtype(np.float64) if plan.result_dtype == np.float64 or write_elements else np.dtype(np.float32)
@@ -280,7 +281,8 @@ def _run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out, in_de
             array = array.astype(source_dtype)
     if not array.flags.c_contiguous:  # (np.ascontiguousarray would make a 0-d array 1-d)
         array = array.copy(order="C")
-    tensor_scale = _tensor_scale(array, fmt)
+    if tensor_scale is None:
+        tensor_scale = _tensor_scale(array, fmt)
     blocks = -(-length // block_size) if length else 0
     block_params = plan.block_params[:block_layout.B_BLOCK_SIZE] + (block_size, int(write_elements))
     float_params = (plan.float_params[0], float(tensor_scale if tensor_scale is not None else 1.0),
@@ -423,10 +425,11 @@ def _zero_block_scale(block_params, float_params) -> float:
     return float_params[block_layout.F_SCALE_MIN] * float_params[block_layout.F_TENSOR_SCALE]
 
 
-def round_scaled(array, plan: ScaledPlan, rng, offset, out):
-    """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt``."""
+def round_scaled(array, plan: ScaledPlan, rng, offset, out, tensor_scale=None):
+    """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt`` (`tensor_scale`:
+    as `run_blocks` takes it)."""
     key = random_key(rng) if plan.mode.is_stochastic else 0
-    result, _, _ = run_blocks(array, plan, key, offset, False, out)
+    result, _, _ = run_blocks(array, plan, key, offset, False, out, tensor_scale)
     if out is not None:
         if result is not out:
             np.copyto(out, result)

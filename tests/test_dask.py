@@ -321,24 +321,56 @@ def test_stochastic_blocks_along_axis_0_keep_chunks_small():
     assert deterministic.chunks == ((64,) * 4, (64,) * 4 + (44,))  # nothing to merge
 
 
-@pytest.mark.parametrize("fmt", [rp.ScaledFormat("e4m3"), rp.ScaledFormat("e2m1", block_size=4, scale_format="e4m3",
-                                                                          tensor_scale=True)])
-def test_one_scale_per_array_needs_one_chunk(fmt):
-    x = _data((6, 8), np.float64)
-    with pytest.raises(ValueError, match=r"rechunk x to one chunk"):
-        rpd.round(da.from_array(x, chunks=3), fmt)
-    with pytest.raises(ValueError, match=r"rechunk x to one chunk"):
-        rpd.encode(da.from_array(x, chunks=3), fmt)
-    whole = da.from_array(x, chunks=-1)
-    assert_same_bits(_compute(rpd.round(whole, fmt, "stochastic", rng=2)), rp.round(x, fmt, "stochastic", rng=2))
-    codes, expected = rpd.encode(whole, fmt, "stochastic", rng=2), rp.encode(x, fmt, "stochastic", rng=2)
-    assert_same_bits(_compute(codes.elements), expected.elements)
-    assert_same_bits(_compute(codes.scales), expected.scales)
-    if fmt.tensor_scale:
-        assert_same_bits(_compute(codes.tensor_scale), np.asarray(expected.tensor_scale))
-    # decoding is elementwise once the scales are known: any chunks
-    rechunked = (codes.elements.rechunk(3), *codes[1:])
-    assert_same_bits(_compute(rpd.decode(rechunked, fmt)), rp.decode(expected, fmt))
+WHOLE_ARRAY_SCALES = [
+    rp.ScaledFormat("e4m3"),  # one scale per array
+    rp.ScaledFormat("int8", scale_rounding="rceil"),
+    rp.ScaledFormat("e2m1", scale_format="e4m3", tensor_scale=True),  # one block scale, a tensor scale
+    rp.ScaledFormat("e2m1", block_size=4, scale_format="e4m3", tensor_scale=True),  # NVFP4-like, blocks of 4
+    rp.ScaledFormat("e2m1", block_size=4, axis=0, scale_format="e4m3", tensor_scale=True),
+]
+NAN_WITH_PAYLOAD = np.array(0x7FF8000000000123, np.uint64).view(np.float64)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("special", [None, NAN_WITH_PAYLOAD, -np.inf])
+@pytest.mark.parametrize("fmt", WHOLE_ARRAY_SCALES, ids=repr)
+def test_scales_of_the_whole_array_in_chunks(fmt, special, dtype):
+    """One scale per array or a tensor scale over many chunks (3-D, chunked along
+    every axis): each chunk rounds with the whole array's scale, from a reduction
+    of x, so round, encode and decode give NumPy's bits in any mode; a NaN or an
+    inf in one chunk makes all of one scale per array NaN (the chunks unchanged)."""
+    x = _data((6, 8, 10), dtype)
+    x[2, 3] *= 2.0**20  # the largest magnitude in one chunk only
+    if special is not None:
+        x[5, 7, 9] = special
+    d = da.from_array(x, chunks=(4, 3, 7))
+    for mode in ("nearest", "stochastic", "toward_zero"):
+        lazy = rpd.round(d, fmt, mode, rng=2)
+        if fmt.block_size is None:
+            assert lazy.chunks == d.chunks
+        else:  # blocks kept whole, as for any format with blocks
+            assert all(np.cumsum(lazy.chunks[fmt.axis % 3])[:-1] % fmt.block_size == 0)
+        expected = rp.round(x, fmt, mode, rng=2)
+        assert_same_bits(_compute(lazy), expected)
+        if special is not None:
+            assert np.isnan(expected).all() if fmt.block_size is None else np.isnan(expected).any()
+            continue
+        codes, expected = rpd.encode(d, fmt, mode, rng=2), rp.encode(x, fmt, mode, rng=2)
+        assert_same_bits(_compute(codes.elements), expected.elements)
+        assert_same_bits(_compute(codes.scales), expected.scales)
+        if fmt.tensor_scale:
+            assert_same_bits(_compute(codes.tensor_scale), np.asarray(expected.tensor_scale))
+        # decoding is elementwise once the scales are known: any chunks
+        rechunked = (codes.elements.rechunk(3), *codes[1:])
+        assert_same_bits(_compute(rpd.decode(rechunked, fmt)), rp.decode(expected, fmt))
+
+
+def test_scales_of_the_whole_array_of_integers_and_empty_arrays():
+    x = np.arange(-50, 50, dtype=np.int32).reshape(10, 10)
+    fmt = rp.ScaledFormat("e4m3")
+    assert_same_bits(_compute(rpd.round(da.from_array(x, chunks=3), fmt)), rp.round(x, fmt))
+    empty = np.zeros((0, 4), np.float32)
+    assert_same_bits(_compute(rpd.round(da.from_array(empty, chunks=(0, 2)), fmt)), rp.round(empty, fmt))
 
 
 # -- errors ---------------------------------------------------------------------------
