@@ -82,7 +82,8 @@ def encode_values(values: np.ndarray, fmt) -> np.ndarray:
     """Codes of float64 `values` that are already values of `fmt` (or NaN/±inf where it has them)."""
     if isinstance(fmt, FixedFormat):
         if np.isnan(values).any():  # (fixed-point formats have no NaN code)
-            raise ValueError(f"cannot encode NaN: {fmt!r} has no NaN code")
+            raise ValueError(f"cannot encode NaN: {fmt!r} has no NaN code (a NaN input, or an infinite one, "
+                             "which overflow='wrap' makes NaN; overflow='saturate' gives inf the code of max)")
         words = np.ldexp(values, fmt.frac_bits).astype(np.int64)
         mask = np.int64((1 << fmt.bits) - 1) if fmt.bits < 64 else np.int64(-1)
         return (words & mask).astype(code_dtype(fmt.bits))

@@ -141,7 +141,7 @@ _FIXED_PATTERN = re.compile(r"(u?)q(-?[0-9]+)\.(-?[0-9]+)", re.ASCII)
 _INTEGER_PATTERN = re.compile(r"(u?)int([1-9][0-9]*)", re.ASCII)
 
 _ACCEPTED_KINDS = (
-    "a format name (str), a FloatFormat or FixedFormat, or a NumPy or ml_dtypes "
+    "a format name (str), a FloatFormat or FixedFormat, or a NumPy, ml_dtypes or torch "
     "float type or dtype with a preset of its name (float16, float32, float64, "
     "bfloat16, float8_e4m3fn, ...: every ml_dtypes float type but float8_e8m0fnu)"
 )
@@ -155,7 +155,8 @@ def _known_names() -> str:
         "'fpN_' (fp8_e4m3, fp6_e3m2fn, ...); and the patterns 'eXmY' (IEEE-style "
         "FloatFormat(X, Y), with inf and NaN, for the X, Y not named above), 'qI.F' "
         "and 'uqI.F' (signed and unsigned FixedFormat(I, F)), 'intN' and 'uintN' (integers of "
-        "N bits, 'qN.0' and 'uqN.0'); any case, '-' for '_'"
+        "N bits, 'qN.0' and 'uqN.0'); scaled presets " + ", ".join(_SCALED) + " (also 'mxfp4'); "
+        "any case, '-' for '_'"
     )
 
 
@@ -184,6 +185,16 @@ def _find_preset(key):
         return _lookup_preset(key)
     if isinstance(key, (type, np.dtype)):
         return _preset_of_dtype(key)
+    torch_name = _torch_dtype_name(key)
+    return None if torch_name is None else _CANONICAL.get(torch_name)
+
+
+def _torch_dtype_name(key):
+    """The name of a torch dtype without ``torch.`` (``torch.bfloat16``: ``"bfloat16"``);
+    None for anything else (torch is never imported here)."""
+    kind = type(key)
+    if kind.__module__ == "torch" and kind.__name__ == "dtype":
+        return str(key).removeprefix("torch.")
     return None
 
 
@@ -243,7 +254,8 @@ def format(name_or_format):
           bits, ``FixedFormat(N, 0)`` (``"int8"``: -128 to 127, saturating);
         * a NumPy or ml_dtypes float type or dtype (``np.float16``,
           ``np.dtype("float32")``, ``float``, ``ml_dtypes.bfloat16``,
-          ``x.dtype``): the preset of the dtype's name.
+          ``x.dtype``), or a torch float dtype (``torch.bfloat16``,
+          ``torch.float8_e4m3fn``): the preset of the dtype's name.
 
         ``"float8_e4m3"`` is ml_dtypes' IEEE-style type, ``FloatFormat(4, 3)``,
         whereas ``"e4m3"`` and ``"fp8_e4m3"`` are the OCP ``float8_e4m3fn``.
@@ -287,6 +299,11 @@ def format(name_or_format):
                 f"it takes {_ACCEPTED_KINDS}"
             )
         return preset
+    torch_name = _torch_dtype_name(name_or_format)
+    if torch_name is not None:
+        if torch_name not in _CANONICAL:
+            raise TypeError(f"format() got torch.{torch_name}, which has no preset; it takes {_ACCEPTED_KINDS}")
+        return _CANONICAL[torch_name]
     if not isinstance(name_or_format, str):
         hint = ("; the data come first and the format second, as in rp.round(x, fmt)"
                 if isinstance(name_or_format, (np.ndarray, list, tuple)) else "")

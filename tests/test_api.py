@@ -523,6 +523,9 @@ def test_encode_nan_without_nan_code_is_a_value_error():
         rp.encode([np.nan], "float4_e2m1fn")
     with pytest.raises(ValueError, match="has no NaN code"):
         rp.encode([np.nan], "q8.8")
+    with pytest.raises(ValueError, match="has no NaN code.*overflow='wrap' makes NaN"):  # inf wraps to NaN
+        rp.encode([np.inf], "q4.4", overflow="wrap")
+    assert rp.encode([np.inf], "q4.4").tolist() == [127]  # saturated to max
 
 
 def test_decode_rejects_codes_out_of_range_and_non_integers():

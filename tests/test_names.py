@@ -153,6 +153,20 @@ def test_hyphens_stand_for_underscores_only_in_preset_names():
 # -- types and dtypes ----------------------------------------------------------------------
 
 
+def test_torch_float_dtypes_name_their_preset():
+    torch = pytest.importorskip("torch")  # (in the test extra: skipped only without it)
+    for dtype in (torch.bfloat16, torch.float16, torch.float32, torch.float64, torch.float8_e4m3fn,
+                  torch.float8_e5m2, torch.float8_e4m3fnuz, torch.float8_e5m2fnuz):
+        name = str(dtype).removeprefix("torch.")
+        assert format(dtype) is format(name) and dtype in formats and formats[dtype] is format(name)
+    for dtype in (torch.int8, torch.float8_e8m0fnu, torch.complex64):
+        with pytest.raises(TypeError, match=rf"torch\.{str(dtype)[6:]}, which has no preset"):
+            format(dtype)
+        assert dtype not in formats
+    t = torch.tensor([0.1, 300.0, -7.7])  # (past 448 torch saturates, ml_dtypes and rpfloat give NaN)
+    assert rp.round(t.numpy(), t.to(torch.float8_e4m3fn).dtype).tolist() == t.to(torch.float8_e4m3fn).float().tolist()
+
+
 @pytest.mark.parametrize("name", ML_DTYPES_FLOAT_NAMES)
 def test_ml_dtypes_types_name_their_preset(name):
     ml_dtypes_type = getattr(ml_dtypes, name)
@@ -300,7 +314,7 @@ def test_known_names_explain_the_rules():
         format("nope")
     message = str(raised.value)
     for text in ("e2m1 (float4_e2m1fn)", "e3m2 (float6_e3m2fn)", "e2m3 (float6_e2m3fn)", "fp4 (float4_e2m1fn)",
-                 "'floatN_'", "'fpN_'", "IEEE-style", "'intN'", "'-' for '_'"):
+                 "'floatN_'", "'fpN_'", "IEEE-style", "'intN'", "scaled presets mxfp8_e4m3", "nvfp4", "'-' for '_'"):
         assert text in message
 
 
