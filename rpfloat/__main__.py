@@ -540,7 +540,7 @@ def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
         if option in changes:
             field = option[2:].replace("-", "_")
             try:
-                fmt = dataclasses.replace(fmt, **{field: changes[option]}, name=None)
+                fmt = fmt.replace(**{field: changes[option]})
             except (TypeError, ValueError) as error:
                 raise UsageError(option, str(error)) from None
     return fmt

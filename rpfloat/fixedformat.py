@@ -18,6 +18,7 @@ import numpy as np
 from .floatformat import (
     FLOAT64,
     MAX_ENUMERATED_BITS,
+    Replaceable,
     as_bool,
     as_int,
     check_name,
@@ -34,7 +35,7 @@ MAX_WORD_BITS = FLOAT64.man_bits + 1
 
 
 @dataclass(frozen=True, repr=False)
-class FixedFormat:
+class FixedFormat(Replaceable):
     """A binary fixed-point format: integers ``k`` scaled by ``2**-frac_bits``.
 
     Immutable and hashable; ``==`` and ``hash`` use every field except

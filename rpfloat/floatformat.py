@@ -21,6 +21,7 @@ The all-ones exponent field ``f == 2**exp_bits - 1`` depends on ``nan``:
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import operator
@@ -116,8 +117,30 @@ def format_repr(obj, arguments) -> str:
     return f"{type(obj).__name__}({inner})"
 
 
+class Replaceable:
+    """The ``replace`` method that FloatFormat, FixedFormat and ScaledFormat share."""
+
+    def replace(self, **changes):
+        """A copy of the format with the fields in `changes` set: a format differs
+        from its preset by one setting (subnormals off, another overflow policy,
+        blocks along another axis). The name is dropped unless `changes` gives one,
+        as it named the format before the change. Invalid settings raise as the
+        constructor does.
+
+        Examples
+        --------
+        >>> import rpfloat as rp
+        >>> rp.format("bfloat16").replace(subnormals=False)
+        FloatFormat(exp_bits=8, man_bits=7, subnormals=False)
+        >>> rp.format("mxfp8_e4m3").replace(axis=0)
+        ScaledFormat(element='float8_e4m3fn', block_size=32, axis=0)
+        """
+        changes.setdefault("name", None)
+        return dataclasses.replace(self, **changes)
+
+
 @dataclass(frozen=True, repr=False)
-class FloatFormat:
+class FloatFormat(Replaceable):
     """A binary floating-point format with sign, exponent and significand bits.
 
     Immutable and hashable; ``==`` and ``hash`` use every field except

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .fixedformat import FixedFormat
-from .floatformat import FloatFormat, as_bool, as_int, check_name, format_repr
+from .floatformat import FloatFormat, Replaceable, as_bool, as_int, check_name, format_repr
 
 __all__ = ["ScaledFormat", "SCALE_ROUNDINGS", "E8M0_RANGE"]
 
@@ -28,7 +28,7 @@ _LEAST_SCALE_UNDER_TENSOR_SCALE = 2.0**-873
 
 
 @dataclass(frozen=True, repr=False)
-class ScaledFormat:
+class ScaledFormat(Replaceable):
     """Elements of a format, each block of them times a shared scale.
 
     Immutable and hashable; ``==`` and ``hash`` use every field except ``name``.

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from rpfloat.fixedformat import FixedFormat
 from rpfloat.floatformat import FloatFormat
 from rpfloat.presets import format, formats
+from rpfloat.scaledformat import ScaledFormat
 
 CANONICAL_NAMES = [
     "bfloat16",
@@ -666,3 +667,21 @@ def test_values_of_a_format_at_float64s_bottom_are_exact():
     assert fmt.values().tolist() == [-(2.0**-1074), 0.0, 2.0**-1074]
     assert not np.signbit(fmt.values()[1])
 
+
+
+def test_replace_changes_one_setting_and_drops_the_name():
+    """fmt.replace(**changes): dataclasses.replace without the old name (which
+    named the format before the change), validated as the constructor is."""
+    no_subnormals = format("bfloat16").replace(subnormals=False)
+    assert no_subnormals == FloatFormat(8, 7, subnormals=False) and no_subnormals.name is None
+    assert format("float16").replace(overflow="saturate", name="fp16_sat").name == "fp16_sat"
+    assert format("q8.8").replace(signed=False) == FixedFormat(8, 8, signed=False)
+    columns = format("mxfp8_e4m3").replace(axis=0)
+    assert columns == ScaledFormat("e4m3", block_size=32, axis=0) and columns.name is None
+    assert "mxfp8" not in repr(columns)
+    with pytest.raises(ValueError):
+        format("e4m3").replace(overflow="inf")  # no inf to overflow to
+    with pytest.raises(ValueError, match="axis=0 has no effect"):
+        format("mxfp8_e4m3").replace(block_size=None, axis=0)
+    with pytest.raises(TypeError, match="bogus"):
+        format("e4m3").replace(bogus=1)
