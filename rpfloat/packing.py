@@ -59,7 +59,9 @@ def pack(codes, bits):
     codes : array_like of unsigned integers, or ScaledCodes
         Codes below ``2**bits`` (any integer dtype, any shape; read in C order),
         as :func:`rpfloat.encode` returns them. With a scaled format, the
-        ``ScaledCodes`` that ``rp.encode(x, fmt)`` returns.
+        ``ScaledCodes`` that ``rp.encode(x, fmt)`` returns. Dask arrays (from
+        ``rpfloat.dask.encode``) are computed, their parts together: the packed
+        bytes are a NumPy array in memory.
     bits : int, format or str
         Bits per code, 1 to 64, or a format (object or name) whose ``bits`` to
         use: ``rp.pack(codes, "e2m1")`` packs 4-bit codes. A
@@ -103,6 +105,10 @@ def pack(codes, bits):
     (32, 2)
     """
     fmt, bits = _bits_of(bits)
+    if isinstance(codes, ScaledCodes) and any(type(part).__module__.startswith("dask") for part in codes):
+        import dask  # rpd.encode's codes: computed together, so that each chunk is rounded once
+
+        codes = ScaledCodes(*dask.compute(*codes))
     if isinstance(fmt, ScaledFormat):
         elements, scales, tensor_scale = checked_scaled_codes(codes, fmt)
         return PackedScaled(pack(elements, fmt.bits), pack(scales, fmt.scale_bits), tensor_scale,

@@ -293,6 +293,24 @@ def test_scaled_encode_runs_each_chunk_once(monkeypatch):
     assert_same_bits(scales, expected.scales)
 
 
+def test_pack_of_dask_scaled_codes_encodes_each_chunk_once(monkeypatch):
+    """rp.pack computes rpd.encode's element and scale codes together: each
+    chunk rounded once, the bytes those of packing NumPy's codes."""
+    fmt = rp.format("mxfp4")
+    x = _data((12, 64))
+    calls = []
+    encode_chunk = rpd._encode_scaled_chunk
+    monkeypatch.setattr(rpd, "_encode_scaled_chunk", lambda *args, **kwargs: calls.append(1) or encode_chunk(
+        *args, **kwargs))
+    d = da.from_array(x, chunks=(3, 32))
+    packed = rp.pack(rpd.encode(d, fmt, "stochastic", rng=4), fmt)
+    assert len(calls) == d.npartitions
+    expected = rp.pack(rp.encode(x, fmt, "stochastic", rng=4), fmt)
+    assert_same_bits(packed.elements, expected.elements)
+    assert_same_bits(packed.scales, expected.scales)
+    assert packed.shape == expected.shape and packed.scales_shape == expected.scales_shape
+
+
 def test_scaled_chunk_boundaries_move_to_block_boundaries():
     x = da.from_array(_data(), chunks=((37,), (20, 20, 13)))
     assert rpd.round(x, SCALED["mx-last-axis"]).chunks == ((37,), (24, 16, 13))
