@@ -850,3 +850,35 @@ def test_config_errors_name_the_argument_and_the_tensor():
     model = rpt.quantize_model(nn.Sequential(nn.Linear(6, 8)), rpt.QuantConfig(activations=blocks))
     with pytest.raises(ValueError, match="^0.output: the format's axis=1 is out of range"):
         model(torch.randn(6))  # an activation's shape shows only in the forward pass
+
+
+def test_inputs_default_rounds_every_wrapped_modules_input(tmp_path):
+    """With a LayerNorm and a GELU between two Linear layers, activations= rounds
+    the first layer's output only; inputs= rounds what reaches the second too
+    (seen by a pre-hook), lists the inputs in for_model, and survives a JSON trip."""
+    def model():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU(), nn.Linear(16, 2))
+
+    seen = {}
+
+    def on_grid(module, args):
+        seen["input"] = args[0].detach().clone()
+
+    x = torch.randn(8, 16)
+    outputs_only = model()
+    rpt.quantize_model(outputs_only, rpt.QuantConfig(parameters="e4m3", activations="e4m3"))
+    outputs_only[3].register_forward_pre_hook(on_grid)
+    outputs_only(x)
+    assert not torch.equal(seen["input"], rpt.round(seen["input"], "e4m3"))  # LayerNorm's output: not on the grid
+    config = rpt.QuantConfig(parameters="e4m3", activations="e4m3", inputs="e4m3")
+    assert config.resolve("3.input").fmt == rp.format("e4m3") and config.for_model(model())["3.input"] is not None
+    config.dump(tmp_path / "c.json")
+    loaded = rpt.QuantConfig.load(tmp_path / "c.json")
+    assert loaded == config and "inputs=" in repr(loaded) and "inputs=" not in repr(rpt.QuantConfig())
+    assert json.loads((tmp_path / "c.json").read_text())["defaults"]["inputs"]["fmt"] == "float8_e4m3fn"
+    rounded_inputs = model()
+    rpt.quantize_model(rounded_inputs, loaded)
+    rounded_inputs[3].register_forward_pre_hook(on_grid)
+    rounded_inputs(x)
+    assert torch.equal(seen["input"], rpt.round(seen["input"], "e4m3"))

@@ -413,9 +413,8 @@ class QuantConfig(MutableMapping):
     activations (``"0.output"``; ``"output"`` for the model itself), and a
     parameter's name and ``.grad`` for its gradient (``"0.weight.grad"``).
     A name mapped to None is left unrounded. A name without an entry takes the
-    default of its kind, except inputs, which are rounded only where they have
-    an entry (a module's input is usually the previous module's output, rounded
-    already).
+    default of its kind; inputs take the `inputs` default (None unless given: a
+    module's input is usually the previous module's output, rounded already).
 
     Parameters
     ----------
@@ -428,6 +427,12 @@ class QuantConfig(MutableMapping):
         optimizer sees them rounded.
     tensors : mapping of str to TensorConfig, format, str or None, optional
         Entries for single tensors; they win over the defaults.
+    inputs : TensorConfig, format, str or None
+        The default of the inputs of the modules :func:`quantize_model` wraps
+        (``"….input"``): set it so that every operand of their products is
+        rounded where something unrounded (a LayerNorm, a GELU, a residual add)
+        sits between two of them. None (default): inputs are rounded only where
+        they have an entry.
 
     Examples
     --------
@@ -436,11 +441,12 @@ class QuantConfig(MutableMapping):
     (FixedFormat(int_bits=1, frac_bits=7, name='q1.7'), None, None)
     """
 
-    def __init__(self, parameters=None, activations=None, gradients=None, tensors=None):
+    def __init__(self, parameters=None, activations=None, gradients=None, tensors=None, inputs=None):
         self.defaults = {
             "parameters": _entry(parameters, "parameters", "parameters"),
             "activations": _entry(activations, "activations", "activations"),
             "gradients": _entry(gradients, "gradients", "gradients"),
+            "inputs": _entry(inputs, "activations", "inputs"),
         }
         self._tensors: dict[str, TensorConfig | None] = {}
         for name, entry in (tensors or {}).items():
@@ -473,7 +479,8 @@ class QuantConfig(MutableMapping):
     __hash__ = None
 
     def __repr__(self) -> str:
-        defaults = ", ".join(f"{kind}={entry!r}" for kind, entry in self.defaults.items())
+        defaults = ", ".join(f"{kind}={entry!r}" for kind, entry in self.defaults.items()
+                             if kind != "inputs" or entry is not None)
         return f"QuantConfig({defaults}, tensors={self._tensors!r})"
 
     def copy(self) -> QuantConfig:
@@ -481,11 +488,11 @@ class QuantConfig(MutableMapping):
 
     def resolve(self, name: str) -> TensorConfig | None:
         """The rounding of tensor `name`: its entry, else its kind's default
-        (None for an input without an entry)."""
+        (an input's: the `inputs` default)."""
         if name in self._tensors:
             return self._tensors[name]
         if name.rpartition(".")[2] == "input":
-            return None
+            return self.defaults["inputs"]
         return self.defaults[tensor_kind(name)]
 
     def for_model(self, model: nn.Module) -> QuantConfig:
@@ -512,7 +519,8 @@ class QuantConfig(MutableMapping):
         """The configuration as JSON-ready data (what :meth:`dump` writes)."""
         return {
             "version": _CONFIG_VERSION,
-            "defaults": {kind: _config_to_json(entry, kind) for kind, entry in self.defaults.items()},
+            "defaults": {kind: _config_to_json(entry, "activations" if kind == "inputs" else kind)
+                         for kind, entry in self.defaults.items() if kind != "inputs" or entry is not None},
             "tensors": {name: _config_to_json(entry, tensor_kind(name)) for name, entry in self._tensors.items()},
         }
 
@@ -527,9 +535,9 @@ class QuantConfig(MutableMapping):
         if data.get("version", _CONFIG_VERSION) != _CONFIG_VERSION:
             raise ValueError(f"QuantConfig version {data['version']!r} is not {_CONFIG_VERSION}")
         defaults = data.get("defaults") or {}
-        unknown = set(defaults) - set(KINDS)
+        unknown = set(defaults) - set(KINDS) - {"inputs"}
         if unknown:
-            raise ValueError(f"unknown default kinds {sorted(unknown)}; the kinds are {KINDS}")
+            raise ValueError(f"unknown default kinds {sorted(unknown)}; the kinds are {KINDS} and 'inputs'")
         config = cls(**{kind: _config_from_json(value, f"defaults.{kind}") for kind, value in defaults.items()})
         tensors = data.get("tensors") or {}
         if not isinstance(tensors, dict):
