@@ -566,13 +566,10 @@ def run_round(arguments: argparse.Namespace) -> int:
         raise UsageError("--key", f"must be an array's name, without '/', '\\' or '..', got {arguments.key!r}")
     source = InputArray(arguments.input, arguments.key)
     try:
-        if _same_file(arguments.input, arguments.output):
-            if source.names is not None and len(source.names) > 1:
-                others = ", ".join(name for name in source.names if name != source.key)
-                raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
-                                        "holds the rounded array alone; write another file")
-            raise UsageError("OUT", "is IN itself: the rounded array would replace the original values; write "
-                                    "another file (and move it over IN if that is what you want)")
+        if source.names is not None and len(source.names) > 1 and _same_file(arguments.input, arguments.output):
+            others = ", ".join(name for name in source.names if name != source.key)
+            raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
+                                    "holds the rounded array alone; write another file")
         fmt = scaled_format(arguments, source.shape)
         _check_axis(fmt, source.shape)
         if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):

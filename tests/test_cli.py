@@ -374,23 +374,6 @@ def test_empty_arrays_of_several_dimensions_onto_a_scaled_format(tmp_path, shape
     assert same_bits(np.load(tmp_path / "out.npy"), rp.round(np.zeros(shape, np.float32), "mxfp4"))
 
 
-def test_out_may_not_be_in_itself(tmp_path):
-    """Rounding a file into itself would lose the original values: exit 2,
-    IN untouched (an .npz with other arrays says which would be lost)."""
-    x = sample((20, 30), seed=8)
-    np.save(tmp_path / "w.npy", x)
-    np.savez(tmp_path / "both.npz", w=x, b=x[0])
-    os.symlink(tmp_path / "w.npy", tmp_path / "link.npy")
-    for arguments, said in ((["w.npy", "w.npy"], "is IN itself: the rounded array would replace"),
-                            (["w.npy", "link.npy"], "is IN itself"),
-                            (["both.npz", "both.npz", "--key", "w"], "whose other arrays (b) would be lost")):
-        finished = run_cli("round", *arguments, "-f", "e4m3", cwd=tmp_path)
-        assert finished.returncode == 2 and "argument OUT" in finished.stderr and said in finished.stderr
-    assert same_bits(np.load(tmp_path / "w.npy"), x)
-    with np.load(tmp_path / "both.npz") as archive:
-        assert archive.files == ["w", "b"] and same_bits(archive["w"], x)
-
-
 def test_unreadable_kinds_of_input_are_one_line_errors(tmp_path):
     """A long double (wider than float64) and an .npz without arrays: exit 1 with
     one line, not a traceback or a complaint about --key; OUT as it was."""
