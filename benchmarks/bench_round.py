@@ -89,7 +89,7 @@ SCALED_FORMATS = (
     ("e4m3 per tensor", rp.ScaledFormat("e4m3")),
     ("int8 per tensor", rp.ScaledFormat(rp.FixedFormat(8, 0))),
 )
-DTYPE_SHORT = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
+DTYPE_SHORT = {np.dtype(np.float16): "f16", np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}
 
 
 def make_format(spec):
@@ -376,6 +376,12 @@ def build_cases(peers: list[Peer]) -> list[Case]:
         fmt, ml = fmts[label]
         cases.append(Case("float64 input", label, fmt, "nearest", f64, ml_name=ml, target="≥ 0.8"))
         cases.append(Case("float64 input", label, fmt, "stochastic", f64, ml_name=ml, target="≥ 0.6"))
+    # float16 data (half-precision activations and weights): through the float32 carrier
+    for label in ("e4m3", "bfloat16"):
+        fmt, ml = fmts[label]
+        for mode in ("nearest", "stochastic"):
+            cases.append(Case("float16 input", label, fmt, mode, np.dtype(np.float16), ml_name=ml,
+                              value_sets=("normal",)))
     # the physical bound of rows whose float32 input gives a float64 result (q16.16)
     cases.append(Case("fixed point", "np.copyto", None, "-", f32, copy_into=f64, value_sets=("normal",)))
     for label, _, _ in FIXED_FORMATS:
