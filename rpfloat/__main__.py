@@ -526,8 +526,8 @@ def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
             raise UsageError("--format", f"cannot be the element of a scaled format: {error}") from None
     if changes.get("--block-size") == "slice":
         axis = changes.get("--axis", fmt.axis)
-        if shape is not None and not -len(shape) <= axis < len(shape):
-            raise UsageError("--axis", f"is {axis}, out of range for IN's array of {len(shape)} dimensions")
+        if shape is not None:
+            _check_axis(axis, shape)
         changes["--block-size"] = 1 if shape is None else max(1, shape[axis])
     elif changes.get("--block-size") == "tensor":
         changes["--block-size"] = None
@@ -546,16 +546,15 @@ def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
     return fmt
 
 
-def _check_axis(fmt, shape: tuple) -> None:
-    """Raise UsageError where a scaled format's blocks run along an axis IN's array lacks."""
-    if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) > 0:
-        if not -len(shape) <= fmt.axis < len(shape):
-            raise UsageError("--axis", f"is {fmt.axis}, out of range for IN's array of {len(shape)} dimensions")
+def _check_axis(axis: int, shape: tuple) -> None:
+    """Raise UsageError where IN's array of `shape` has no axis `axis`."""
+    if not -len(shape) <= axis < len(shape):
+        raise UsageError("--axis", f"is {axis}, out of range for IN's array of {len(shape)} dimensions")
 
 
 def run_round(arguments: argparse.Namespace) -> int:
     """``round``: round IN into OUT chunk by chunk, print the statistics; exit code 0."""
-    fmt, mode = scaled_format(arguments), arguments.mode
+    fmt, mode = scaled_format(arguments), arguments.mode  # (options checked before IN is read)
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
     if arguments.key is not None and not (_is_npz(arguments.input) or _is_npz(arguments.output)):
         raise UsageError("--key", "names an array of an .npz file; IN and OUT are .npy files")
@@ -570,8 +569,9 @@ def run_round(arguments: argparse.Namespace) -> int:
             others = ", ".join(name for name in source.names if name != source.key)
             raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
                                     "holds the rounded array alone; write another file")
-        fmt = scaled_format(arguments, source.shape)
-        _check_axis(fmt, source.shape)
+        fmt = scaled_format(arguments, source.shape)  # (again: --block-size slice takes IN's axis length)
+        if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and source.shape:
+            _check_axis(fmt.axis, source.shape)
         if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):
             raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
