@@ -402,11 +402,11 @@ def _round_block_of_whole(block, largest, special, *, fmt, mode, overflow, rand_
     runs = _runs(block_info[0]["array-location"], shape) if seed is not None else [((), 0)]
     key = random_key(seed) if seed is not None else 0
     tensor_scale = _scaling.tensor_scale_of(float(largest), fmt) if fmt.tensor_scale else None
+    array = _float_input(block)
+    plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     result = np.empty(block.shape, dtype)
     for index, offset in runs:
-        array = _float_input(block[index])
-        plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
-        result[index] = _blocks_of_run(array, plan, key, offset, False, largest, special, tensor_scale)[0]
+        result[index] = _blocks_of_run(array[index], plan, key, offset, False, largest, special, tensor_scale)[0]
     return result
 
 
