@@ -33,10 +33,11 @@ from typing import NamedTuple
 import numpy as np
 
 import rpfloat as rp
-from rpfloat._plan import plan_for
+from rpfloat._plan import plan_for, random_key
 from rpfloat.modes import parse_mode
 from rpfloat.rounding import input_array, round_chunk
-from rpfloat.stats import RoundingStats, kernel_limits, packed_nbytes
+from rpfloat.scaling import run_blocks_of_whole, tensor_scale_of, whole_input, whole_summary
+from rpfloat.stats import RoundingStats, kernel_limits, packed_nbytes, rounding_stats
 
 DEMO_FORMATS = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "q8.8")
 
@@ -302,13 +303,7 @@ class InputArray:
             raise UsageError("--key", f"{self.path} has no array {key!r}; it holds {', '.join(names) or 'none'}")
         self.key = key
         stream = self._zip.open(f"{key}.npy")
-        version = np.lib.format.read_magic(stream)
-        if version == (1, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_1_0(stream)
-        elif version == (2, 0):
-            shape, fortran_order, dtype = np.lib.format.read_array_header_2_0(stream)
-        else:
-            fortran_order = True  # another header version: let NumPy read it whole
+        shape, fortran_order, dtype = _member_header(stream)
         if fortran_order:
             stream.close()
             with self._zip.open(f"{key}.npy") as whole:
@@ -341,11 +336,31 @@ class InputArray:
         self._position = stop
         return np.frombuffer(data, self.dtype, count)
 
+    def rewind(self) -> None:
+        """Read from the first element again."""
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = self._zip.open(f"{self.key}.npy")
+            _member_header(self._stream)
+            self._position = 0
+
     def close(self):
         for handle in (self._stream, self._zip):
             if handle is not None:
                 handle.close()
         self._flat = None
+
+
+def _member_header(stream) -> tuple:
+    """``(shape, fortran_order, dtype)`` of the .npy header at the start of
+    `stream`, which is left at the data; for a header version other than 1.0 and
+    2.0, ``(None, True, None)``: let NumPy read the member whole."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        return np.lib.format.read_array_header_1_0(stream)
+    if version == (2, 0):
+        return np.lib.format.read_array_header_2_0(stream)
+    return None, True, None
 
 
 def _is_npz(path: Path) -> bool:
@@ -459,39 +474,94 @@ class Progress:
 
 
 def chunk_ranges(shape: tuple, fmt, chunk: int) -> Iterator[tuple[int, int, tuple]]:
-    """``(start, stop, shape)`` of the chunks to round: C-order ranges of at most
-    `chunk` elements (at least one block of a scaled format) and the shape each is
-    rounded in. A scaled format's chunks hold whole rows, or pieces of one row
-    made of whole blocks, where its blocks run along the last axis; it takes the
-    whole array at once otherwise (one scale per array, another axis, a tensor
-    scale)."""
+    """``(start, stop, shape)`` of the chunks to round: C-order ranges of about
+    `chunk` elements and the shape each is rounded in. A scaled format with
+    blocks along axis ``k`` takes whole slabs ``shape[k:]``, or pieces of one
+    slab made of whole blocks (``block_size`` indices along ``k`` and every
+    later index: more than `chunk` elements where one block's worth is), each
+    in a shape that ends with ``shape[k:]``'s axes, so that the format's axis
+    counted from the end (`chunk_format`) is the blocked one. One scale per
+    array takes plain C-order ranges: its scale comes from a first pass over
+    them (`whole_summary`)."""
     size = math.prod(shape)
-    if not isinstance(fmt, rp.ScaledFormat):
+    blocked = isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) >= 1
+    if not blocked or size == 0:
         for start in range(0, size, chunk):
             stop = min(size, start + chunk)
             yield start, stop, (stop - start,)
+        if size == 0:
+            yield 0, 0, tuple(shape)
         return
-    if not _scaled_chunks_hold(shape, fmt) or size == 0:
-        yield 0, size, tuple(shape)
+    axis = fmt.axis % len(shape)
+    length, trailing = shape[axis], tuple(shape[axis + 1:])
+    inner = math.prod(trailing)
+    slab = length * inner
+    if slab <= chunk:
+        slabs_per_chunk = chunk // slab
+        for start in range(0, size, slabs_per_chunk * slab):
+            stop = min(size, start + slabs_per_chunk * slab)
+            yield start, stop, ((stop - start) // slab, length, *trailing)
         return
-    row = shape[-1]
-    if row <= chunk:
-        rows_per_chunk = chunk // row
-        for start in range(0, size, rows_per_chunk * row):
-            stop = min(size, start + rows_per_chunk * row)
-            yield start, stop, ((stop - start) // row, row)
-        return
-    piece = max(fmt.block_size, chunk // fmt.block_size * fmt.block_size)
-    for row_start in range(0, size, row):
-        for start in range(row_start, row_start + row, piece):
-            stop = min(row_start + row, start + piece)
-            yield start, stop, (1, stop - start)
+    rows = max(fmt.block_size, chunk // inner // fmt.block_size * fmt.block_size)  # indices along the axis
+    for slab_start in range(0, size, slab):
+        for first in range(0, length, rows):
+            count = min(length, first + rows) - first
+            start = slab_start + first * inner
+            yield start, start + count * inner, (1, count, *trailing)
 
 
-def _scaled_chunks_hold(shape: tuple, fmt: rp.ScaledFormat) -> bool:
-    """Whether chunks of whole rows round `fmt` as the whole array would."""
-    return (fmt.block_size is not None and not fmt.tensor_scale and len(shape) >= 1
-            and fmt.axis % len(shape) == len(shape) - 1)
+def chunk_format(fmt, shape: tuple):
+    """`fmt` as `chunk_ranges`' chunks of an array of `shape` take it: a scaled
+    format's axis counted from the end."""
+    if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) >= 1:
+        negative = fmt.axis % len(shape) - len(shape)
+        if negative != fmt.axis:
+            return fmt.replace(axis=negative)
+    return fmt
+
+
+def needs_whole_summary(fmt) -> bool:
+    """Whether `fmt` depends on the whole array beyond each chunk's blocks: one
+    scale per array, or a tensor scale."""
+    return isinstance(fmt, rp.ScaledFormat) and (fmt.block_size is None or fmt.tensor_scale)
+
+
+def _whole_summary(source: InputArray, ranges, progress: Progress) -> tuple[float, bool]:
+    """The first pass of a format that `needs_whole_summary`: the whole array's
+    ``rpfloat.scaling.whole_summary``, read chunk by chunk; `source` is then
+    rewound for the second."""
+    largest, special = 0.0, False
+    for start, stop, _ in ranges:
+        chunk_largest, chunk_special = whole_summary(input_array(source.read(start, stop)))
+        largest, special = max(largest, chunk_largest), special or chunk_special
+        progress.update(stop)
+    source.rewind()
+    return largest, special
+
+
+def _part_rounder(fmt, mode, overflow, seed, rand_bits, summary, shape: tuple) -> Callable:
+    """``round_part(values, start) -> (rounded, stats)`` for the chunks of
+    `chunk_ranges`: `round_chunk` at offset `start`, or, given the whole's
+    `summary` (`_whole_summary`), the chunk rounded with the whole's scale or
+    tensor scale (``rpfloat.scaling.run_blocks_of_whole``)."""
+    chunk_fmt = chunk_format(fmt, shape)
+    if summary is None:
+        def round_part(values, start):
+            return round_chunk(values, chunk_fmt, mode, offset=start, overflow=overflow, rng=seed,
+                               rand_bits=rand_bits, stats=True)
+        return round_part
+    largest, special = summary
+    tensor_scale = tensor_scale_of(largest, fmt) if fmt.tensor_scale else None
+    key = random_key(seed) if parse_mode(mode).is_stochastic else 0
+
+    def round_part(values, start):
+        values = input_array(values)
+        array = whole_input(values)
+        plan = plan_for(chunk_fmt, mode, overflow, rand_bits, array.dtype)
+        rounded = run_blocks_of_whole(array, plan, key, start, False, largest, special, tensor_scale)[0]
+        rounded = rounded.astype(plan.result_dtype, copy=False)
+        return rounded, rounding_stats(values, rounded, fmt)
+    return round_part
 
 
 def _check_rounding_arguments(fmt, mode, overflow, rand_bits) -> None:
@@ -576,11 +646,11 @@ def run_round(arguments: argparse.Namespace) -> int:
             raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
         ranges = list(chunk_ranges(source.shape, fmt, arguments.chunk))
-        if isinstance(fmt, rp.ScaledFormat) and len(ranges) == 1 and source.size > arguments.chunk:
-            print(f"note: {fmt.name or 'this format'} needs the whole array at once (one scale per array, "
-                  "blocks along another axis than the last, or a tensor scale); rounding it in one piece",
-                  file=sys.stderr)
-        progress = Progress(source.size, _show_progress(arguments.progress), f"rounding {arguments.input.name}")
+        whole = needs_whole_summary(fmt) and len(ranges) > 1
+        progress = Progress(source.size * (2 if whole else 1), _show_progress(arguments.progress),
+                            f"rounding {arguments.input.name}")
+        summary = _whole_summary(source, ranges, progress) if whole else None
+        round_part = _part_rounder(fmt, mode, arguments.overflow, seed, arguments.rand_bits, summary, source.shape)
         parts = []
         target = None
         try:
@@ -589,12 +659,10 @@ def run_round(arguments: argparse.Namespace) -> int:
                 target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape,
                                      result_dtype)
             for start, stop, chunk_shape in ranges:
-                values = source.read(start, stop).reshape(chunk_shape)
-                rounded, part = round_chunk(values, fmt, mode, offset=start, overflow=arguments.overflow, rng=seed,
-                                            rand_bits=arguments.rand_bits, stats=True)
+                rounded, part = round_part(source.read(start, stop).reshape(chunk_shape), start)
                 target.write(np.asarray(rounded, dtype=result_dtype))
                 parts.append(part)
-                progress.update(stop)
+                progress.update(stop + (source.size if whole else 0))
             progress.finish()
             target.commit()
         except BaseException as error:

@@ -398,7 +398,7 @@ def _round_block_of_whole(block, largest, special, *, fmt, mode, overflow, rand_
     (NVFP4's second level) is the whole array's, which follows its largest finite
     magnitude `largest` and whether it holds a NaN or an inf (`special`): each
     contiguous run rounded as rp.round rounds it within the whole
-    (`_blocks_of_run`)."""
+    (`rpfloat.scaling.run_blocks_of_whole`)."""
     runs = _runs(block_info[0]["array-location"], shape) if seed is not None else [((), 0)]
     key = random_key(seed) if seed is not None else 0
     tensor_scale = _scaling.tensor_scale_of(float(largest), fmt) if fmt.tensor_scale else None
@@ -406,29 +406,14 @@ def _round_block_of_whole(block, largest, special, *, fmt, mode, overflow, rand_
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     result = np.empty(block.shape, dtype)
     for index, offset in runs:
-        result[index] = _blocks_of_run(array[index], plan, key, offset, False, largest, special, tensor_scale)[0]
+        result[index] = _scaling.run_blocks_of_whole(array[index], plan, key, offset, False, largest, special,
+                                                     tensor_scale)[0]
     return result
 
 
 def _float_input(block):
     """A chunk as rp.round takes it, integers as float64 (so that NaN can join them)."""
-    array = _rounding.input_array(block)
-    return array if array.dtype.kind == "f" else array.astype(np.float64)
-
-
-def _blocks_of_run(array, plan, key, offset, write_elements, largest=None, special=False, tensor_scale=None):
-    """``run_blocks`` of a contiguous run of a larger array (its first element at
-    flat index `offset`). Where the format has one scale per array (of the whole:
-    `largest` given), the run goes into the kernel with the whole's extremes after
-    it, `largest` and a NaN where `special`: one block, whose scale is then the
-    whole's (a block with a NaN or inf is NaN throughout, whichever it holds);
-    their results are dropped. `tensor_scale`: the whole's."""
-    if largest is None or plan.fmt.block_size is not None:
-        return _scaling.run_blocks(array, plan, key, offset, write_elements, None, tensor_scale)
-    extremes = np.array([largest, np.nan] if special else [largest], array.dtype)
-    values = np.concatenate([array.reshape(-1), extremes])
-    result, scales, tensor_scale = _scaling.run_blocks(values, plan, key, offset, write_elements, None, tensor_scale)
-    return result[:array.size].reshape(array.shape), scales, tensor_scale
+    return _scaling.whole_input(_rounding.input_array(block))
 
 
 def _encode_block(block, *, fmt, mode, overflow, rand_bits, seed, shape, dtype, block_info=None):
@@ -452,11 +437,12 @@ def _encode_scaled_chunk(block, largest=None, special=False, *, fmt, mode, rand_
     runs = _runs(location, shape) if seed is not None else [((), 0)]
     given = _scaling.tensor_scale_of(float(largest), fmt) if largest is not None and fmt.tensor_scale else None
     if len(runs) == 1:
-        elements, scales, tensor_scale = _blocks_of_run(array, plan, key, runs[0][1], True, largest, special, given)
+        elements, scales, tensor_scale = _scaling.run_blocks_of_whole(array, plan, key, runs[0][1], True, largest,
+                                                                      special, given)
     else:
         elements, scales, tensor_scale = np.empty(array.shape), np.empty(_scaling.scale_shape(array.shape, fmt)), given
         for index, offset in runs:
-            run = _blocks_of_run(array[index], plan, key, offset, True, largest, special, given)
+            run = _scaling.run_blocks_of_whole(array[index], plan, key, offset, True, largest, special, given)
             elements[index] = run[0]
             if fmt.block_size is None:
                 scales = run[1]  # (one scale: the whole's, in every run)

@@ -249,6 +249,41 @@ def _float32_quotient(numerator: float, denominator: Fraction, wide: float | Non
     return float(round(exact / spacing) * spacing)  # (round: half to even; float: exact)
 
 
+def whole_summary(array) -> tuple[float, bool]:
+    """``(largest, special)`` of a part of a larger array: its largest finite
+    magnitude (0.0 where none) and whether it holds a NaN or an inf. Over the
+    parts, the maximum of `largest` and the or of `special` are all that one
+    scale per array, or a tensor scale, depends on (`run_blocks_of_whole`)."""
+    array = whole_input(array)
+    finite = np.isfinite(array)
+    largest = float(np.abs(array, where=finite, out=np.zeros(array.shape, array.dtype)).max(initial=0.0))
+    return largest, not bool(finite.all())
+
+
+def whole_input(array) -> np.ndarray:
+    """A part of a larger array as `run_blocks_of_whole` takes it: integers as
+    float64, so that a NaN can join them."""
+    return array if array.dtype.kind == "f" else array.astype(np.float64)
+
+
+def run_blocks_of_whole(array, plan: ScaledPlan, key, offset, write_elements, largest=None, special=False,
+                        tensor_scale=None):
+    """``run_blocks`` of a contiguous run of a larger array (its first element at
+    flat index `offset`; `array` from `whole_input`), whose part of a streamed
+    or chunked whole it is. Where the format has one scale per array (of the
+    whole: `largest` and `special` from `whole_summary`), the run goes into the
+    kernel with the whole's extremes after it, `largest` and a NaN where
+    `special`: one block, whose scale is then the whole's (a block with a NaN or
+    inf is NaN throughout, whichever it holds); their results are dropped.
+    `tensor_scale`: the whole's (`tensor_scale_of`)."""
+    if largest is None or plan.fmt.block_size is not None:
+        return run_blocks(array, plan, key, offset, write_elements, None, tensor_scale)
+    extremes = np.array([largest, np.nan] if special else [largest], array.dtype)
+    values = np.concatenate([array.reshape(-1), extremes])
+    result, scales, tensor_scale = run_blocks(values, plan, key, offset, write_elements, None, tensor_scale)
+    return result[:array.size].reshape(array.shape), scales, tensor_scale
+
+
 def run_blocks(array, plan: ScaledPlan, key, offset, write_elements, out=None, tensor_scale=None):
     """``(values or elements, scales, tensor scale)`` of `array` rounded as `plan` says;
     into `out` where it is a C-contiguous array of the working dtype that does not

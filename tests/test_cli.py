@@ -117,7 +117,7 @@ def test_scaled_formats_round_in_whole_blocks(tmp_path, shape, chunk):
     # per-channel int8 of a weight matrix: one scale per row, the rule that never saturates
     (["-f", "int8", "--block-size", "slice", "--scale-rounding", "rceil"],
      rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=40, scale_rounding="rceil")),
-    # one scale per column (blocks along axis 0, whole: IN is read in one piece)
+    # one scale per column (blocks along axis 0)
     (["-f", "e4m3", "--block-size", "slice", "--axis", "0"], rp.ScaledFormat("e4m3", block_size=30, axis=0)),
     (["-f", "e5m2", "--block-size", "tensor"], rp.ScaledFormat("e5m2")),
     (["-f", "e2m1", "--scale-format", "e4m3", "--block-size", "8"],
@@ -179,9 +179,72 @@ def test_chunk_ranges_of_scaled_formats():
     assert list(cli.chunk_ranges((2, 100), mx, 40)) == [(0, 32, (1, 32)), (32, 64, (1, 32)), (64, 96, (1, 32)),
                                                        (96, 100, (1, 4)), (100, 132, (1, 32)), (132, 164, (1, 32)),
                                                        (164, 196, (1, 32)), (196, 200, (1, 4))]
-    # one scale per array, blocks along the first axis: the whole at once
-    assert list(cli.chunk_ranges((8, 8), rp.ScaledFormat("e2m1"), 10)) == [(0, 64, (8, 8))]
-    assert list(cli.chunk_ranges((8, 8), rp.ScaledFormat("e2m1", block_size=4, axis=0), 10)) == [(0, 64, (8, 8))]
+    # one scale per array: plain chunks (a first pass finds the scale)
+    assert list(cli.chunk_ranges((8, 8), rp.ScaledFormat("e2m1"), 30)) == [(0, 30, (30,)), (30, 60, (30,)),
+                                                                         (60, 64, (4,))]
+    # blocks along another axis: whole slabs, or whole blocks of one slab, each ending with the slab's axes
+    down = rp.ScaledFormat("e2m1", block_size=4, axis=0)
+    assert list(cli.chunk_ranges((8, 8), down, 10)) == [(0, 32, (1, 4, 8)), (32, 64, (1, 4, 8))]
+    assert list(cli.chunk_ranges((8, 8), down, 40)) == [(0, 32, (1, 4, 8)), (32, 64, (1, 4, 8))]
+    middle = rp.ScaledFormat("e2m1", block_size=4, axis=1)
+    assert list(cli.chunk_ranges((3, 8, 5), middle, 100)) == [(0, 80, (2, 8, 5)), (80, 120, (1, 8, 5))]
+    assert cli.chunk_format(middle, (3, 8, 5)) == rp.ScaledFormat("e2m1", block_size=4, axis=-2)
+    assert list(cli.chunk_ranges((3, 0), middle, 100)) == [(0, 0, (3, 0))]
+
+
+def _cases_of_the_whole():
+    """Inputs and formats whose scale depends on more than one chunk of rows."""
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((60, 48)) * np.exp2(rng.integers(-6, 6, (60, 48)))).astype(np.float32)
+    with_inf = x.copy()
+    with_inf[41, 7] = -np.inf  # in a later chunk than the first
+    per_tensor = rp.ScaledFormat("e4m3")
+    per_row_rceil = rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=48, scale_rounding="rceil")
+    nvfp4_two_levels = rp.format("nvfp4").replace(tensor_scale=True)
+    down_columns = rp.ScaledFormat("e4m3", block_size=32, axis=0)
+    return [
+        (x, per_tensor), (x, per_row_rceil), (x, nvfp4_two_levels), (x, down_columns),
+        (with_inf, per_tensor), (with_inf, nvfp4_two_levels),
+        (x.astype(np.float16), per_tensor), (rng.integers(-3000, 3000, (60, 48)).astype(np.int16), per_tensor),
+        (x.reshape(4, 15, 48), rp.ScaledFormat("e2m1", block_size=8, axis=1)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(9))
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_formats_of_the_whole_array_stream_in_chunks(tmp_path, capsys, monkeypatch, case, mode):
+    """One scale per array, a tensor scale and blocks along another axis than
+    the last read IN in chunks (one pass for the whole's largest magnitude
+    first) and give rp.round's bits and statistics, from .npy and .npz files."""
+    x, fmt = _cases_of_the_whole()[case]
+    reads = []
+    read = cli.InputArray.read
+    monkeypatch.setattr(cli.InputArray, "read", lambda self, start, stop: reads.append(stop - start) or
+                        read(self, start, stop))
+    reference, stats = rp.round(x, fmt, mode, rng=4, stats=True)
+    np.save(tmp_path / "in.npy", x)
+    np.savez(tmp_path / "in.npz", x=x)
+    options = {
+        "tensor_scale": ["--tensor-scale"] if fmt.tensor_scale else [],
+        "block_size": ["--block-size", str(fmt.block_size or "tensor")],
+        "axis": ["--axis", str(fmt.axis)] if fmt.block_size else [],
+        "scale_format": ["--scale-format", getattr(fmt.scale_format, "name", fmt.scale_format)],
+        "scale_rounding": ["--scale-rounding", fmt.scale_rounding],
+    }
+    element = fmt.element.name or f"q{fmt.element.int_bits}.{fmt.element.frac_bits}"
+    for source in ("in.npy", "in.npz"):
+        capsys.readouterr()
+        status = cli.main(["round", str(tmp_path / source), str(tmp_path / "out.npy"), "-f", element,
+                           *sum(options.values(), []), "-m", mode, "--seed", "4", "--chunk", "500"])
+        printed = capsys.readouterr()
+        assert status == 0, printed.err
+        assert len(reads) >= 2 and max(reads) < x.size, reads  # never the whole
+        reads.clear()
+        assert same_bits(np.load(tmp_path / "out.npy"), reference), (source, fmt)
+        counts = summary_counts(printed.out)
+        assert counts["numbers"] == x.size
+        assert counts["inexact"] == stats.inexact and counts["NaN produced"] == stats.nan_produced
+        assert counts["overflowed"] == stats.overflowed and counts["bytes after"] == stats.bytes_after
 
 
 def test_progress_bar_when_asked(tmp_path):
