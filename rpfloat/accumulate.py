@@ -212,7 +212,8 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     ndarray, numpy scalar or RPArray
         Of dtype ``np.result_type(a.dtype, b.dtype, acc.carrier)``. When `a` or
         `b` is an :class:`~rpfloat.RPArray`: an RPArray of format `acc` and mode
-        `mode` (0-d for two vectors). Its generator (stochastic modes) is `rng`
+        `mode` (0-d for two vectors), whose steps round as RPArrays do (an
+        ``exp_bits=None`` format within its carrier's range). Its generator (stochastic modes) is `rng`
         when that is a Generator, else that of the first RPArray operand that has
         one, else ``np.random.default_rng(rng)``; with ``rng=None`` and an operand
         generator, the product also draws its random key from that generator, so
@@ -263,8 +264,10 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     if inner and out.size:
         a_rows = np.ascontiguousarray(a_rows, dtype=np.float64)
         b_rows = np.ascontiguousarray(b_rows, dtype=np.float64)
-        _run_kernel(a_rows, b_rows, out, _rounding_setup(_bounded(fmt, out_dtype)),
-                    _rounding_setup(_bounded(acc, out_dtype)), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
+        # an RPArray result rounds as RPArrays do: exp_bits=None within each carrier's range
+        bounds = (out_dtype, out_dtype) if array_result is None else (fmt.carrier, acc.carrier)
+        _run_kernel(a_rows, b_rows, out, _rounding_setup(_bounded(fmt, bounds[0])),
+                    _rounding_setup(_bounded(acc, bounds[1])), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
                     order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), _RAND_BITS, block_k)
     shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
     if array_result is not None:

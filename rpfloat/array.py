@@ -339,8 +339,8 @@ class RPArray(NDArrayOperatorsMixin):
             raise TypeError(f"sum(per_step=True) takes no NumPy options, got {sorted(kwargs)}")
         target = self._target
         fmt = target.fmt if acc is None else to_format(acc)
-        result = _rounded_sum(self._data, fmt, axis=axis, mode=target.mode, order=order, rng=target.rng,
-                              block_k=block_k)
+        result = _rounded_sum(self._data, _in_carrier_range(fmt), axis=axis, mode=target.mode, order=order,
+                              rng=target.rng, block_k=block_k)
         return _per_step_result(result, fmt, target)
 
     def mean(self, axis=None, **kwargs):
@@ -487,7 +487,8 @@ class RPArray(NDArrayOperatorsMixin):
         target = combine_targets([self] + ([other] if isinstance(other, RPArray) else []))
         fmt = target.fmt
         acc_fmt = fmt if acc is None else to_format(acc)
-        result = _rounded_matmul(_unwrap(self), _unwrap(other), fmt, acc=acc_fmt, fma=fma, mode=target.mode,
+        result = _rounded_matmul(_unwrap(self), _unwrap(other), _in_carrier_range(fmt),
+                                 acc=_in_carrier_range(acc_fmt), fma=fma, mode=target.mode,
                                  order=order, rng=target.rng, block_k=block_k)
         return _per_step_result(result, acc_fmt, target)
 
@@ -556,6 +557,13 @@ def _no_step_options(**options):
     given = sorted(name for name, value in options.items() if value is not defaults[name])
     if given:
         raise TypeError(f"{', '.join(given)} apply to per-step rounding only: pass per_step=True")
+
+
+def _in_carrier_range(fmt):
+    """`fmt` as RPArrays round onto it: ``exp_bits=None`` within its carrier's
+    exponent range (``FloatFormat(None, 7)``: float16's)."""
+    fmt = to_format(fmt)
+    return bounded_format(fmt, fmt.carrier)
 
 
 def _per_step_result(result, fmt, target: _Target) -> RPArray:

@@ -267,6 +267,27 @@ def test_matmul_and_dot_per_step_are_rp_matmul(mode, options):
         same_bits(result, expected)
 
 
+@pytest.mark.parametrize("mode", ["nearest", "toward_zero"])
+def test_precision_only_accumulators_keep_their_carriers_range(mode):
+    """FloatFormat(None, 7) in an RPArray has float16's range (its carrier's), as
+    the array's own rounding gives it: per-step results round within it, not
+    within the operands' float32 range and then overflow in the cast."""
+    precision_only, in_float16_range = rp.FloatFormat(None, 7), rp.FloatFormat(5, 7)
+    assert float(asarray([1e6], precision_only, "toward_zero")[0]) == in_float16_range.max
+    a = asarray([[1000.0, 300.0]], "bfloat16", mode)
+    values = np.asarray(a)
+    products_in_bfloat16 = rp.matmul(values, values.T, "bfloat16", acc=in_float16_range, mode=mode)
+    cases = [(a.matmul(a.T, acc=precision_only), products_in_bfloat16),
+             (rp.matmul(a, a.T, "bfloat16", acc=precision_only), products_in_bfloat16),
+             (rp.matmul(a, a.T, precision_only), rp.matmul(values, values.T, in_float16_range, mode=mode))]
+    for result, expected in cases:
+        assert result.fmt == precision_only and result.dtype == np.float16
+        same_bits(result, expected)
+    column = asarray([6e4, 6e4, -6e4], "bfloat16", mode)
+    same_bits(column.sum(per_step=True, acc=precision_only),
+              rp.sum(np.asarray(column), in_float16_range, mode=mode))
+
+
 def test_per_step_rounding_differs_from_one_rounding():
     a = asarray(np.ones(4096), "float16")
     assert float(a.sum()) == 4096.0 and float(np.sum(a)) == 4096.0
