@@ -30,9 +30,10 @@ transformations, see :mod:`rpfloat._kernels.cpu.accumulate`), in the given mode,
 the format's default overflow policy. Inputs are used exactly as given; round
 them first (``rp.round`` or ``rp.asarray``) to model data stored in a format.
 
-Stochastic modes draw one random number per rounding from a counter-based stream:
-with an int seed the result is a pure function of the inputs and the seed. The
-counters are listed in :mod:`rpfloat._kernels.cpu.accumulate`.
+Stochastic modes draw one random number per rounding from a counter-based stream
+(its top `rand_bits` bits, as in ``rp.round``): with an int seed the result is a
+pure function of the inputs and the seed. The counters are listed in
+:mod:`rpfloat._kernels.cpu.accumulate`.
 
 :func:`dot` and :func:`matmul` return an :class:`~rpfloat.RPArray` of format `acc`
 when an operand is one (see :func:`matmul` for its generator).
@@ -56,19 +57,19 @@ from .modes import parse_mode
 from .presets import format as to_format
 from .rounding import input_array
 from .scaledformat import ScaledFormat
-from ._plan import overflow_policy, random_key, result_dtype
+from ._plan import check_rand_bits, overflow_policy, random_key, result_dtype
 
 __all__ = ["sum", "dot", "matmul"]
 
 _FLOAT64 = np.dtype(np.float64)
 _IEEE_EXP_BITS = {np.dtype(np.float16): 5, np.dtype(np.float32): 8, np.dtype(np.float64): 11}
 _ORDERS = ("sequential", "pairwise", "kahan")
-_RAND_BITS = 64
 _DEEP = _layout.PARAM_NAMES.index("deep")
 _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from NumPy 1.25 on
 
 
-def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=None):  # noqa: A001
+def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=None,  # noqa: A001
+        rand_bits=None):
     """Sum of `x` with every addition rounded onto `fmt`.
 
     Parameters
@@ -95,6 +96,10 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         A positive int: the exact sum of each block of `block_k` consecutive
         values is added to the accumulator with one rounding (sequential order
         only); see :func:`matmul`.
+    rand_bits : None or int
+        The stochastic modes only: the random bits each rounding draws, as for
+        :func:`rpfloat.round` (None: 64, exact probabilities); a hardware
+        accumulator with an 8- or 12-bit random source, say.
 
     Returns
     -------
@@ -119,9 +124,11 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
             raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
 
-        return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng)
+        return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng,
+                                rand_bits=rand_bits)
     fmt = _element_format(fmt, "fmt")
     mode = _mode_of(mode, x)
+    rand_bits = check_rand_bits(rand_bits, mode)
     if rng is None and mode.is_stochastic:
         rng = _operand_generator(x)
     pairwise_order(order)
@@ -139,11 +146,12 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     if n and out.size:
         setup = _rounding_setup(_bounded(fmt, out_dtype))
         _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out, setup, setup,
-                    int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), _RAND_BITS, block_k)
+                    int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
     return _finish(out.reshape(shape), out_dtype)
 
 
-def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None):
+def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None,
+        rand_bits=None):
     """Dot product of vectors (or matrix product of matrices) with rounded steps.
 
     Each product ``a_k * b_k`` is rounded onto `fmt` (unless ``fma=True``), each
@@ -170,10 +178,12 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=No
             f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and "
             f"{b_values.ndim}; use rp.matmul for stacks of matrices"
         )
-    return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k)
+    return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k,
+                  rand_bits=rand_bits)
 
 
-def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None):
+def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None,
+           rand_bits=None):
     """Matrix product (``np.matmul`` shapes) with every product and addition rounded.
 
     Parameters
@@ -206,6 +216,9 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
         block: ``acc = round(block_sum)``). Products are never rounded on their
         own, so `fma` makes no difference. ``block_k=1`` is ``fma=True``
         sequentially; ``block_k >= n`` rounds the exact dot product once.
+    rand_bits : None or int
+        The stochastic modes only: the random bits each rounding draws, as for
+        :func:`rpfloat.round` (None: 64).
 
     Returns
     -------
@@ -237,6 +250,7 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     fmt = _element_format(fmt, "fmt")
     acc = fmt if acc is None else _element_format(acc, "acc")
     mode = _mode_of(mode, a, b)
+    rand_bits = check_rand_bits(rand_bits, mode)
     pairwise_order(order)
     if not isinstance(fma, (bool, np.bool_)):
         raise TypeError(f"fma must be True or False, got {fma!r}")
@@ -268,7 +282,7 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
         bounds = (out_dtype, out_dtype) if array_result is None else (fmt.carrier, acc.carrier)
         _run_kernel(a_rows, b_rows, out, _rounding_setup(_bounded(fmt, bounds[0])),
                     _rounding_setup(_bounded(acc, bounds[1])), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
-                    order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), _RAND_BITS, block_k)
+                    order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), rand_bits, block_k)
     shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
     if array_result is not None:
         return array_result(out.reshape(shape), acc)

@@ -41,7 +41,7 @@ from . import _codes
 from . import accumulate as _accumulate
 from . import rounding as _rounding  # looked up at call time: the tests count calls to its kernels
 from . import scaling as _scaling
-from ._plan import plan_for, random_key
+from ._plan import check_rand_bits, plan_for, random_key
 from .modes import parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
@@ -187,7 +187,7 @@ def decode(codes, fmt):
                           meta=_meta(codes.ndim, dtype), token="rpfloat-decode")
 
 
-def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # noqa: A001
+def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand_bits=None):  # noqa: A001
     """Sum of the dask array `x` with every addition rounded onto `fmt`, lazily:
     per-chunk sums, then those combined pairwise in chunk order.
 
@@ -208,7 +208,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     ----------
     x : dask.array.Array
         Real numbers, taken exactly.
-    fmt, axis, mode, order
+    fmt, axis, mode, order, rand_bits
         As for :func:`rpfloat.sum`.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness for the stochastic modes. It gives one 64-bit key ``k``
@@ -235,6 +235,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     x = _dask_array(x, "x")
     fmt = _accumulate._element_format(fmt, "fmt")
     stochastic = parse_mode(mode).is_stochastic
+    check_rand_bits(rand_bits, parse_mode(mode))
     _accumulate.pairwise_order(order)  # the checks of rp.sum, without its kernel
     _, dtype = _accumulate.exact_operand(np.empty(0, x.dtype), "x")
     given_axes = tuple(_accumulate.reduced_axes(axis, x.ndim))  # a chunk sums them in this order, as rp.sum
@@ -246,12 +247,13 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None):  # 
     partial_chunks = tuple((1,) * len(sizes) if d in axes else sizes for d, sizes in enumerate(x.chunks))
     partials = _da.map_blocks(
         functools.partial(_sum_block, fmt=fmt, axes=given_axes, mode=mode, order=order, root=root,
-                          dtype=out_dtype),
+                          dtype=out_dtype, rand_bits=rand_bits),
         x, chunks=partial_chunks, dtype=out_dtype, meta=_meta(x.ndim, out_dtype), token="rpfloat-sum-chunks")
     partials = partials.rechunk({d: -1 for d in axes})
     kept = [d for d in range(x.ndim) if d not in axes]
     return _da.map_blocks(
-        functools.partial(_combine_block, fmt=fmt, axes=tuple(axes), mode=mode, root=root, dtype=out_dtype),
+        functools.partial(_combine_block, fmt=fmt, axes=tuple(axes), mode=mode, root=root, dtype=out_dtype,
+                          rand_bits=rand_bits),
         partials, drop_axis=axes, chunks=tuple(x.chunks[d] for d in kept), dtype=out_dtype,
         meta=_meta(len(kept), out_dtype), token="rpfloat-sum")
 
@@ -452,17 +454,17 @@ def _encode_scaled_chunk(block, largest=None, special=False, *, fmt, mode, rand_
             tensor_scale)
 
 
-def _sum_block(block, *, fmt, axes, mode, order, root, dtype, block_info=None):
+def _sum_block(block, *, fmt, axes, mode, order, root, dtype, rand_bits=None, block_info=None):
     """Step 1 of :func:`sum`: the chunk's rp.sum, with the reduced axes kept (length 1)."""
     rng = None
     if root is not None:
         chunk = int(np.ravel_multi_index(block_info[0]["chunk-location"], block_info[0]["num-chunks"]))
         rng = np.random.SeedSequence(root, spawn_key=(0, chunk))
-    total = _accumulate.sum(block, fmt, axis=axes, mode=mode, order=order, rng=rng)
+    total = _accumulate.sum(block, fmt, axis=axes, mode=mode, order=order, rng=rng, rand_bits=rand_bits)
     return np.expand_dims(np.asarray(total, dtype), sorted(axes))
 
 
-def _combine_block(partials, *, fmt, axes, mode, root, dtype, block_info=None):
+def _combine_block(partials, *, fmt, axes, mode, root, dtype, rand_bits=None, block_info=None):
     """Step 2 of :func:`sum`: the partial sums along `axes` added pairwise, level by level."""
     kept = [d for d in range(partials.ndim) if d not in axes]
     values = np.transpose(partials, list(axes) + kept)
@@ -476,7 +478,7 @@ def _combine_block(partials, *, fmt, axes, mode, root, dtype, block_info=None):
         pairs = len(values) // 2
         rng = None if root is None else np.random.SeedSequence(root, spawn_key=(1, level, result_chunk))
         sums = _accumulate.sum(np.stack([values[0:2 * pairs:2], values[1:2 * pairs:2]]), fmt, axis=0, mode=mode,
-                               rng=rng)
+                               rng=rng, rand_bits=rand_bits)
         sums = np.asarray(sums, dtype)
         values = np.concatenate([sums, values[2 * pairs:]]) if len(values) % 2 else sums
         level += 1

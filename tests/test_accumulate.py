@@ -57,14 +57,15 @@ def multiply(x, y):
     return exact(x * y, Fraction(x) * Fraction(y))
 
 
-def reference_reduction(a_row, b_column, fmt, acc, mode, order, kind, output):
+def reference_reduction(a_row, b_column, fmt, acc, mode, order, kind, output, rand_bits=None):
     """One output of rp.sum (kind "sum") or rp.dot/rp.matmul ("product", "fused"),
     straight from the documented order, rp.round after every operation."""
     n = len(a_row)
-    base = 3 * n * output
+    step = 5 if order == "kahan" else 3  # counters per term
+    base = step * n * output
 
     def rounded(value, onto, counter):
-        return float(round_chunk(np.float64(value), onto, mode, offset=counter, rng=SEED))
+        return float(round_chunk(np.float64(value), onto, mode, offset=counter, rng=SEED, rand_bits=rand_bits))
 
     terms = []
     for k in range(n):
@@ -72,9 +73,19 @@ def reference_reduction(a_row, b_column, fmt, acc, mode, order, kind, output):
             terms.append(float(a_row[k]))
         else:
             product = multiply(float(a_row[k]), float(b_column[k]))
-            terms.append(rounded(product, fmt, base + 3 * k) if kind == "product" else product)
+            terms.append(rounded(product, fmt, base + step * k) if kind == "product" else product)
     if n == 0:
         return 0.0
+    if order == "kahan":  # the compensation held in acc too (counters: 5 per term)
+        total = rounded(terms[0], acc, base + 1)
+        compensation = 0.0
+        for k in range(1, n):
+            y = rounded(add(terms[k], -compensation), acc, base + 5 * k + 1)
+            s = rounded(add(total, y), acc, base + 5 * k + 2)
+            d = rounded(add(s, -total), acc, base + 5 * k + 3)
+            compensation = rounded(add(d, -y), acc, base + 5 * k + 4)
+            total = s
+        return total
     if order == "sequential":
         total = rounded(terms[0], acc, base + 1)
         for k in range(1, n):
@@ -108,12 +119,12 @@ def reference_sum(x, fmt, mode, order, axis):
     return np.array(results).reshape([x.shape[d] for d in kept])
 
 
-def reference_matmul(a, b, fmt, acc, mode, order, fma):
+def reference_matmul(a, b, fmt, acc, mode, order, fma, rand_bits=None):
     kind = "fused" if fma else "product"
     rows, cols = a.shape[0], b.shape[1]
     return np.array(
-        [[reference_reduction(a[i], b[:, j], fmt, acc, mode, order, kind, i * cols + j) for j in range(cols)]
-         for i in range(rows)]
+        [[reference_reduction(a[i], b[:, j], fmt, acc, mode, order, kind, i * cols + j, rand_bits)
+          for j in range(cols)] for i in range(rows)]
     )
 
 
@@ -162,6 +173,56 @@ def test_matmul_matches_the_reference_loop(fmt, acc, order, fma):
         result = matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=SEED)
         assert_same(result, expected)
         assert_same(dot(a[0], b[:, 0], fmt, acc=acc, fma=fma, mode=mode, order=order, rng=SEED), expected[0, 0])
+
+
+@pytest.mark.parametrize("rand_bits", [1, 5, 12])
+@pytest.mark.parametrize("fmt, acc", [
+    (rp.format("bfloat16"), None),
+    (rp.format("e4m3"), rp.format("bfloat16")),
+    (rp.FixedFormat(5, 4), rp.FixedFormat(8, 4)),
+])
+def test_rand_bits_match_the_reference_loop(fmt, acc, rand_bits):
+    """rand_bits=k: every rounding of every order draws the top k bits of its
+    random number, as rp.round(..., rand_bits=k) at that counter does."""
+    a = format_values(fmt, (2, 9), seed=4)
+    b = format_values(fmt, (9, 3), seed=5)
+    for order in ("sequential", "pairwise", "kahan"):
+        for fma in (False, True):
+            expected = reference_matmul(a, b, fmt, acc or fmt, "stochastic", order, fma, rand_bits)
+            result = matmul(a, b, fmt, acc=acc, fma=fma, mode="stochastic", order=order, rng=SEED,
+                            rand_bits=rand_bits)
+            assert_same(result, expected)
+        sums = [reference_reduction(row, None, fmt, fmt, "stochastic", order, "sum", o, rand_bits)
+                for o, row in enumerate(a)]
+        assert_same(rp_sum(a, fmt, axis=1, mode="stochastic", order=order, rng=SEED, rand_bits=rand_bits), sums)
+
+
+def test_one_random_bit_never_rounds_up_with_a_probability_below_one_half():
+    """rand_bits=1 rounds up with probability floor(2 p) / 2: adding 0.25 to a
+    float16 sum whose spacing is 1 (from 1024 on) never rounds up, so the sum of
+    8192 quarters stops at 1024 exactly; two bits keep p = 1/4 and the sum."""
+    quarters = np.full(8192, 0.25)
+    assert float(rp_sum(quarters, "float16", mode="stochastic", rng=SEED, rand_bits=1)) == 1024.0
+    assert abs(float(rp_sum(quarters, "float16", mode="stochastic", rng=SEED, rand_bits=2)) - 2048) < 128
+
+
+def test_rand_bits_with_block_sums_and_their_errors():
+    x = format_values(rp.format("bfloat16"), (3, 10), seed=6)
+    block_sums = rp_sum(x, "bfloat16", axis=1, mode="stochastic", rng=SEED, block_k=4, rand_bits=3)
+    for o, row in enumerate(x):  # blocks of 4 exact terms, one rounding each (counters: 1, 11, 23)
+        total = 0.0
+        for start in range(0, len(row), 4):
+            exact_sum = add(total, float(np.sum(row[start:start + 4]))) if start else float(np.sum(row[:4]))
+            counter = 3 * len(row) * o + (3 * start - 1 if start else 1)
+            total = float(round_chunk(np.float64(exact_sum), "bfloat16", "stochastic", offset=counter, rng=SEED,
+                                      rand_bits=3))
+        assert_same(block_sums[o], total)
+    with pytest.raises(ValueError, match="rand_bits is for the stochastic modes only"):
+        rp_sum(x, "bfloat16", rand_bits=8)
+    with pytest.raises(ValueError, match="rand_bits must be from 1 to 64"):
+        matmul(x, x.T, "bfloat16", mode="stochastic", rand_bits=65)
+    with pytest.raises(TypeError, match="rand_bits must be an int"):
+        dot(x[0], x[1], "bfloat16", mode="stochastic", rand_bits=8.0)
 
 
 def test_float16_sum_of_ones_stagnates_with_nearest_but_not_stochastic():

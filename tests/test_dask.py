@@ -431,7 +431,7 @@ def _root_key(seed):
     return int(np.random.SeedSequence(seed).generate_state(1, np.uint64)[0])
 
 
-def reference_sum(x, chunks, fmt, mode, order, seed, axis=None):
+def reference_sum(x, chunks, fmt, mode, order, seed, axis=None, rand_bits=None):
     """docs/dask.md's order, written with NumPy slicing: every chunk summed by rp.sum
     (rng: the chunk's C-order index in the chunk grid), then for every result the
     partial sums of the chunks along `axis` (C order) added pairwise, level by level."""
@@ -444,7 +444,7 @@ def reference_sum(x, chunks, fmt, mode, order, seed, axis=None):
     for c, index in enumerate(np.ndindex(*grid)):
         block = x[tuple(slice(b[i], b[i + 1]) for b, i in zip(bounds, index))]
         rng = np.random.SeedSequence(_root_key(seed), spawn_key=(0, c)) if stochastic else None
-        partials[index] = rp.sum(block, fmt, axis=axis, mode=mode, order=order, rng=rng)
+        partials[index] = rp.sum(block, fmt, axis=axis, mode=mode, order=order, rng=rng, rand_bits=rand_bits)
     results = []
     for r, kept_index in enumerate(np.ndindex(*[grid[d] for d in kept])):
         values = []
@@ -460,7 +460,7 @@ def reference_sum(x, chunks, fmt, mode, order, seed, axis=None):
             rng = np.random.SeedSequence(_root_key(seed), spawn_key=(1, level, r)) if stochastic else None
             half = len(values) // 2
             sums = rp.sum(np.stack([np.stack(values[0:2 * half:2]), np.stack(values[1:2 * half:2])]), fmt, axis=0,
-                          mode=mode, rng=rng)
+                          mode=mode, rng=rng, rand_bits=rand_bits)
             values = list(np.asarray(sums)) + values[2 * half:]
             level += 1
         results.append(values[0])
@@ -481,6 +481,17 @@ def test_sum_follows_the_documented_order(shape, chunks, axis, order, mode):
     expected = reference_sum(x, chunks, "bfloat16", mode, order, SEED, axis=axis)
     assert_same_bits(_compute(lazy), expected)
     assert lazy.shape == np.shape(expected) and lazy.dtype == np.float32
+
+
+def test_sum_with_few_random_bits_follows_the_documented_order():
+    x = np.random.default_rng(4).standard_normal((37, 53)).astype(np.float32)
+    for rand_bits in (1, 6):
+        lazy = rpd.sum(da.from_array(x, chunks=CHUNKINGS["ragged"]), "bfloat16", axis=0, mode="stochastic",
+                       rng=SEED, rand_bits=rand_bits)
+        assert_same_bits(_compute(lazy), reference_sum(x, CHUNKINGS["ragged"], "bfloat16", "stochastic", "sequential",
+                                                       SEED, axis=0, rand_bits=rand_bits))
+    with pytest.raises(ValueError, match="rand_bits is for the stochastic modes only"):
+        rpd.sum(da.from_array(x), "bfloat16", rand_bits=4)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "nearest_away", "toward_zero", "up", "down", "odd"])
