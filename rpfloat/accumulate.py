@@ -69,7 +69,7 @@ _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from N
 
 
 def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=None,  # noqa: A001
-        rand_bits=None):
+        rand_bits=None, keepdims=False):
     """Sum of `x` with every addition rounded onto `fmt`.
 
     Parameters
@@ -100,12 +100,14 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         The stochastic modes only: the random bits each rounding draws, as for
         :func:`rpfloat.round` (None: 64, exact probabilities); a hardware
         accumulator with an 8- or 12-bit random source, say.
+    keepdims : bool
+        Keep the summed axes, with length 1, as ``np.sum(..., keepdims=True)``.
 
     Returns
     -------
     numpy scalar or ndarray
         Of dtype ``np.result_type(x.dtype, fmt.carrier)`` (ints and bools count as
-        float64). An empty sum is 0.
+        float64); an ndarray with `keepdims`. An empty sum is 0.
 
     Examples
     --------
@@ -124,11 +126,15 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
             raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
 
+        if keepdims is not False:
+            raise TypeError("keepdims: rpfloat.dask.sum does not take it; reshape its result, or sum a NumPy array")
         return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng,
                                 rand_bits=rand_bits)
     fmt = _element_format(fmt, "fmt")
     mode = _mode_of(mode, x)
     rand_bits = check_rand_bits(rand_bits, mode)
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be True or False, got {keepdims!r}")
     if rng is None and mode.is_stochastic:
         rng = _operand_generator(x)
     pairwise_order(order)
@@ -147,6 +153,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         setup = _rounding_setup(_bounded(fmt, out_dtype))
         _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out, setup, setup,
                     int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
+    if keepdims:
+        shape = tuple(1 if d in axes else values.shape[d] for d in range(values.ndim))
+        return out.reshape(shape).astype(out_dtype)
     return _finish(out.reshape(shape), out_dtype)
 
 

@@ -314,12 +314,15 @@ class RPArray(NDArrayOperatorsMixin):
         block_k : int or None
             ``per_step=True`` only: exact block sums of `block_k` terms, one rounding
             each (a tensor-core datapath).
+        **kwargs
+            ``np.sum``'s options (``keepdims``, ``dtype``, ``out``, ...); with
+            ``per_step=True`` only ``keepdims``.
 
         Returns
         -------
         RPArray
             Of the array's format (``per_step=False``) or of `acc`; 0-d for a sum
-            over every axis.
+            over every axis (without ``keepdims``).
 
         Examples
         --------
@@ -335,12 +338,13 @@ class RPArray(NDArrayOperatorsMixin):
         if not per_step:
             _no_step_options(acc=acc, order=order, block_k=block_k)
             return np.sum(self, axis=axis, **kwargs)
+        keepdims = kwargs.pop("keepdims", False)
         if kwargs:
-            raise TypeError(f"sum(per_step=True) takes no NumPy options, got {sorted(kwargs)}")
+            raise TypeError(f"sum(per_step=True) takes no NumPy options but keepdims, got {sorted(kwargs)}")
         target = self._target
         fmt = target.fmt if acc is None else to_format(acc)
         result = _rounded_sum(self._data, _in_carrier_range(fmt), axis=axis, mode=target.mode, order=order,
-                              rng=target.rng, block_k=block_k)
+                              rng=target.rng, block_k=block_k, keepdims=keepdims)
         return _per_step_result(result, fmt, target)
 
     def mean(self, axis=None, **kwargs):

@@ -310,7 +310,13 @@ def test_shapes_follow_numpy():
     assert np.ndim(dot(a[0, 0], b[:, 0], f64)) == 0
     for axis in (None, 0, 1, 2, -1, (0, 2)):
         assert_same(rp_sum(a, f64, axis=axis), np.sum(a, axis=axis))
+        kept = rp_sum(a, f64, axis=axis, keepdims=True)
+        assert isinstance(kept, np.ndarray) and kept.shape == np.sum(a, axis=axis, keepdims=True).shape
+        assert_same(kept, np.sum(a, axis=axis, keepdims=True))
     assert float(rp_sum([], "bfloat16")) == 0.0
+    assert rp_sum(np.ones((0, 3)), "bfloat16", axis=0, keepdims=True).shape == (1, 3)
+    with pytest.raises(TypeError, match="keepdims must be True or False"):
+        rp_sum(a, f64, keepdims=1)
     assert_same(matmul(np.ones((2, 0)), np.ones((0, 3)), "bfloat16"), np.zeros((2, 3)))
 
 

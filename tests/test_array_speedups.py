@@ -317,6 +317,8 @@ def test_step_options_need_per_step():
     with pytest.raises(TypeError, match="per_step=True"):
         a.dot(a, order="pairwise")
     with pytest.raises(TypeError, match="NumPy options"):
-        a.sum(per_step=True, keepdims=True)
+        a.sum(per_step=True, dtype=np.float64)
+    kept = asarray([[1.0, 2.0]], "bfloat16").sum(axis=1, per_step=True, keepdims=True)
+    assert isinstance(kept, RPArray) and kept.shape == (1, 1) and float(kept[0, 0]) == 3.0
     with pytest.raises(ValueError, match="matmul"):
         asarray(np.ones((2, 2, 2)), "bfloat16").dot(a, per_step=True)
