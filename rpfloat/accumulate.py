@@ -79,7 +79,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     fmt : FloatFormat, FixedFormat or str
         The accumulator's format.
     axis : None, int or tuple of ints
-        Axes to sum over; None sums everything.
+        Axes to sum over; None sums everything. Each result adds its values in
+        C order over the summed axes taken in the order given (the first listed
+        outermost; None: ``x``'s C order).
     mode : str or None
         Rounding mode of every step, as for :func:`rpfloat.round`; None (default):
         the mode of `x` where it is an :class:`~rpfloat.RPArray`, else
@@ -120,6 +122,11 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     4096.0
     >>> float(rp.sum(np.ones(4096), "float16", block_k=4))   # 2048 + 4 is a float16
     4096.0
+    >>> x = np.array([[1.0, -1.0], [2.0**-9, 2.0**-9]])
+    >>> float(rp.sum(x, "bfloat16", axis=(0, 1))) * 2**9      # 1 - 1 + 2**-9 + 2**-9
+    2.0
+    >>> float(rp.sum(x, "bfloat16", axis=(1, 0))) * 2**9      # 1 + 2**-9 rounds to 1 first
+    1.0
     """
     if type(x).__module__.startswith("dask."):  # a lazy sum in the documented chunk order
         if block_k is not None:
