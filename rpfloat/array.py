@@ -1252,7 +1252,8 @@ def _contains(big, small) -> bool:
     if small_grid.most_negative < big_grid.most_negative or small_grid.largest > big_grid.largest:
         return False
     return all(
-        e >= big_grid.lowest_binade and big_grid.spacing_exp(e) <= small_grid.spacing_exp(e)
+        e >= big_grid.lowest_binade
+        and (big_grid.spacing_exp(e) <= small_grid.spacing_exp(e) or small_grid.only_power_of_two(e))
         for e in range(small_grid.lowest_binade, small_grid.highest_binade + 1)
     )
 
@@ -1277,11 +1278,18 @@ class _Grid:
             self.largest, self.most_negative = fmt.max, -fmt.max
         magnitude = max(self.largest, -self.most_negative)
         self.highest_binade = int(np.frexp(magnitude)[1]) - 1
+        # a signed fixed-point format's top binade holds one value, its min: -2**e
+        self._lone_top = magnitude == 2.0**self.highest_binade and self.largest < magnitude
 
     def spacing_exp(self, e: int) -> int:
         if self._emin is None:
             return self._quantum
         return max(e, self._emin) - self._man_bits
+
+    def only_power_of_two(self, e: int) -> bool:
+        """Whether binade `e` holds the magnitude ``2**e`` alone (which every
+        format holds from its lowest binade up to its largest magnitude)."""
+        return self._lone_top and e == self.highest_binade
 
 
 # -- ufunc results --------------------------------------------------------------------------

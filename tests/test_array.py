@@ -315,6 +315,22 @@ def test_format_containment_matches_the_value_sets():
             assert format_contains(big, small) == brute_force_contains(big, small), (big, small)
 
 
+def test_float_formats_contain_the_fixed_point_formats_their_values_cover():
+    """A signed fixed-point format's top binade holds its min, -2**e, alone:
+    bfloat16 holds every int9 (-256 included) although its spacing there is 2."""
+    floats = [rp.format(name) for name in ("bfloat16", "float16", "e5m2", "e4m3", "float6_e3m2fn", "e2m1")]
+    fixed = [rp.FixedFormat(i, f, signed=signed) for signed in (True, False) for i in range(-2, 11)
+             for f in range(-2, 9) if 1 <= i + f - signed <= 10]
+    value_sets = {fmt: set(fmt.values()) for fmt in floats + fixed}
+    for big in floats:
+        for small in fixed:
+            assert format_contains(big, small) == (value_sets[small] <= value_sets[big]), (big, small)
+    assert format_contains(rp.format("bfloat16"), rp.format("int9"))
+    assert not format_contains(rp.format("bfloat16"), rp.format("int10"))
+    total = asarray([1.0], "bfloat16") + asarray([-256.0], "int9")
+    assert total.fmt == rp.format("bfloat16") and float(total[0]) == -255.0
+
+
 def test_format_containment_of_wide_formats():
     f32, f64, bf16 = rp.format("float32"), rp.format("float64"), rp.format("bfloat16")
     assert format_contains(f32, bf16) and not format_contains(bf16, f32)
