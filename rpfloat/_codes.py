@@ -21,7 +21,8 @@ def code_array(codes, name="codes", kinds="iu") -> np.ndarray:
     """`codes` as an ndarray of integers (a dtype kind in `kinds`), or TypeError
     naming `name`. A list of Python ints that NumPy would hold as float64 or
     objects (codes of 2**63 and up beside smaller ones) is taken as uint64 (or
-    int64 with negatives), exactly; an empty list as int64."""
+    int64 with negatives), exactly (ValueError past 64 bits); an empty list as
+    int64."""
     array = np.asarray(codes)
     if not isinstance(codes, np.ndarray) and array.dtype.kind in "fO":
         if array.size == 0:
@@ -33,6 +34,9 @@ def code_array(codes, name="codes", kinds="iu") -> np.ndarray:
                 array = np.array(values, np.uint64).reshape(array.shape)
             elif min(values) >= -(1 << 63) and max(values) < 1 << 63:
                 array = np.array(values, np.int64).reshape(array.shape)
+            else:
+                raise ValueError(f"{name} must fit in 64 bits (0 to 2**64 - 1, or -2**63 to 2**63 - 1), got "
+                                 f"{max(values, key=abs)}")
     if array.dtype.kind not in kinds:
         kind = "unsigned integers" if kinds == "u" else "integers"
         raise TypeError(f"{name} must be {kind}, got dtype {array.dtype}")

@@ -144,10 +144,25 @@ def random_key(rng) -> int:
         return int(rng.integers(0, 2**64, dtype=np.uint64))
     if isinstance(rng, np.random.SeedSequence):
         return int(rng.generate_state(1, np.uint64)[0])
+    return _seed_key(_seed(rng))
+
+
+def unused_key(rng) -> int:
+    """The key of a deterministic mode, 0, once `rng` is one that `random_key`
+    takes (nothing drawn from a Generator): a nonsense `rng` is an error in
+    every mode."""
+    if rng is not None and not (rng.__class__ is int and rng >= 0) and not isinstance(
+            rng, (np.random.Generator, np.random.SeedSequence)):
+        _seed(rng)
+    return 0
+
+
+def _seed(rng) -> int:
+    """`rng` as an int seed; TypeError or ValueError for anything else."""
     if isinstance(rng, numbers.Integral) and not isinstance(rng, bool):
         if rng < 0:
             raise ValueError(f"rng seed must be a non-negative int, got {rng}")
-        return _seed_key(int(rng))
+        return int(rng)
     raise TypeError(
         "rng must be None, an int seed, a numpy.random.SeedSequence or a "
         f"numpy.random.Generator, got {type(rng).__name__}"

@@ -57,7 +57,7 @@ from .modes import parse_mode
 from .presets import format as to_format
 from .rounding import input_array
 from .scaledformat import ScaledFormat
-from ._plan import check_rand_bits, overflow_policy, random_key, result_dtype
+from ._plan import check_rand_bits, overflow_policy, random_key, result_dtype, unused_key
 
 __all__ = ["sum", "dot", "matmul"]
 
@@ -449,7 +449,7 @@ def _products_are_exact(a, b) -> bool:
 
 
 def _key(rng, mode) -> int:
-    return random_key(rng) if mode.is_stochastic else 0
+    return random_key(rng) if mode.is_stochastic else unused_key(rng)
 
 
 def pairwise_order(order) -> bool:

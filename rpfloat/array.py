@@ -111,7 +111,7 @@ from .fixedformat import FixedFormat
 from .modes import Mode, parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
-from ._plan import random_key
+from ._plan import random_key, unused_key
 from .rounding import input_array, is_ml_dtype, round as _round_onto
 
 __all__ = ["RPArray", "asarray", "format_contains"]
@@ -167,7 +167,11 @@ class RPArray(NDArrayOperatorsMixin):
     def __init__(self, x, fmt, mode="nearest", *, rng=None):
         fmt = to_format(fmt)
         mode = parse_mode(mode)
-        generator = stochastic_generator(rng) if mode.is_stochastic else None
+        generator = None
+        if mode.is_stochastic:
+            generator = stochastic_generator(rng)
+        elif rng is not None:
+            unused_key(rng)  # refuses what rp.round refuses
         self._target = _Target(fmt, mode, generator)
         self._data = _round_values(_float64_values(x), self._target)
 

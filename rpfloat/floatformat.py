@@ -360,6 +360,24 @@ class FloatFormat(Replaceable):
                 + (" or overflow='inf'" if self.has_inf else "")
             )
 
+    def replace(self, **changes):
+        """A copy of the format with the fields in `changes` set (the name
+        dropped unless given). A change of ``exp_bits`` without a ``bias``
+        takes the new width's default bias where the format had its width's.
+
+        Examples
+        --------
+        >>> import rpfloat as rp
+        >>> rp.format("bfloat16").replace(exp_bits=9)        # e9m7, bias 255
+        FloatFormat(exp_bits=9, man_bits=7)
+        >>> rp.format("bfloat16").replace(exp_bits=None)     # bfloat16's precision only
+        FloatFormat(exp_bits=None, man_bits=7)
+        """
+        if "exp_bits" in changes and "bias" not in changes and self.exp_bits is not None \
+                and self.bias == 2 ** (self.exp_bits - 1) - 1:
+            changes["bias"] = None
+        return super().replace(**changes)
+
     # -- exact encoding arithmetic -------------------------------------------
 
     def _top_field(self) -> int:

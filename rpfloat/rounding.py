@@ -8,7 +8,7 @@ import numpy as np
 
 from . import _codes
 from ._kernels.cpu import backend
-from ._plan import plan_for, random_key, result_dtype
+from ._plan import plan_for, random_key, result_dtype, unused_key
 from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .presets import format as to_format
@@ -126,7 +126,7 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
         if out is not None:
             _prepare_out(out, array.shape, plan.result_dtype)
         return round_scaled(array, plan, rng, _offset(offset, array), out)
-    key = random_key(rng) if plan.mode.is_stochastic else 0
+    key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
     result = _prepare_out(out, array.shape, plan.result_dtype)
     if out is not None and _overlaps_elsewhere(array, result):
         array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
@@ -168,7 +168,7 @@ def input_array(x, name="x") -> np.ndarray:
         raise TypeError(f"{name} is a masked array, whose masked entries rpfloat would round as numbers: use "
                         f"{name}.filled(...) or {name}.data, and mask the result with "
                         f"np.ma.masked_array(..., mask={name}.mask)")
-    array = x if type(x) is np.ndarray else np.asarray(x)
+    array = x if type(x) is np.ndarray else _as_numpy(x, name)
     if array.dtype == object and not isinstance(x, np.ndarray) and _python_numbers(array):
         try:
             array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
@@ -188,6 +188,21 @@ def input_array(x, name="x") -> np.ndarray:
             f"convert it with {name}.astype(np.float64) (one rounding to nearest) first"
         )
     return array
+
+
+def _as_numpy(x, name) -> np.ndarray:
+    """``np.asarray(x)``, with NumPy's refusals of torch tensors of dtypes it has
+    no type for (bfloat16, float8) and of ragged nested sequences naming `name`."""
+    try:
+        return np.asarray(x)
+    except TypeError as error:
+        if type(x).__module__.startswith("torch"):
+            raise TypeError(f"{name} is a torch tensor of dtype {x.dtype}, which NumPy cannot hold: "
+                            f"rpfloat.torch.round({name}, fmt) rounds it as a tensor (or pass "
+                            f"{name}.float())") from None
+        raise
+    except ValueError as error:
+        raise ValueError(f"{name} is not an array of numbers: {error}") from None
 
 
 def is_ml_dtype(dtype: np.dtype) -> bool:

@@ -11,6 +11,7 @@ hashable data; the rounding lives in ``rpfloat.scaling``.
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -273,7 +274,11 @@ def _scale_format(scale_format, to_format):
     if isinstance(scale_format, (tuple, list)):
         if len(scale_format) != 2:
             raise ValueError(f"scale_format as exponents must be a pair (s_min, s_max), got {scale_format!r}")
-        low, high = (as_int(value, "scale_format") for value in scale_format)
+        for value in scale_format:
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Integral):
+                raise TypeError(f"scale_format as exponents must be a pair of ints (s_min, s_max), such as "
+                                f"(-127, 127), got {scale_format!r}")
+        low, high = (int(value) for value in scale_format)
         if not -_LARGEST_SCALE_EXPONENT <= low <= high <= _LARGEST_SCALE_EXPONENT:
             raise ValueError(f"scale_format exponents must satisfy -1022 <= s_min <= s_max <= 1022, "
                              f"got {scale_format!r}")

@@ -27,7 +27,7 @@ from ._kernels.cpu.backend import round_carrier
 from ._kernels.cpu.environment import DEFAULT as DEFAULT_ENVIRONMENT, environment, in_default_environment
 from ._kernels.cpu.grid_blocks import GRID, division_kernel, grid_kernel, largest_finite
 from ._params import kernel_params
-from ._plan import check_rand_bits, plan_for, random_key
+from ._plan import check_rand_bits, plan_for, random_key, unused_key
 from .modes import Mode, parse_mode
 from .scaledformat import SCALE_ROUNDINGS, ScaledFormat
 
@@ -463,7 +463,7 @@ def _zero_block_scale(block_params, float_params) -> float:
 def round_scaled(array, plan: ScaledPlan, rng, offset, out, tensor_scale=None):
     """``rp.round`` of the numeric ndarray `array` onto ``plan.fmt`` (`tensor_scale`:
     as `run_blocks` takes it)."""
-    key = random_key(rng) if plan.mode.is_stochastic else 0
+    key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
     result, _, _ = run_blocks(array, plan, key, offset, False, out, tensor_scale)
     if out is not None:
         if result is not out:
@@ -478,7 +478,7 @@ def round_scaled(array, plan: ScaledPlan, rng, offset, out, tensor_scale=None):
 def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bits=None, overflow=None) -> ScaledCodes:
     """``rp.encode`` onto a scaled format: element codes, scale codes, tensor scale."""
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
-    key = random_key(rng) if plan.mode.is_stochastic else 0
+    key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
     elements_and_scales = _elements_from_values(array, plan, key)
     if elements_and_scales is not None:
         (elements, scales), tensor_scale = elements_and_scales, None
@@ -546,7 +546,8 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
         codes64 = scale_codes.astype(np.int64)
         nan = (codes64 == _E8M0_NAN) if fmt.has_nan_scale else np.zeros(codes64.shape, bool)
         if np.any(~nan & ((codes64 < 0) | (codes64 > high - low))):
-            raise ValueError(f"scale codes must lie in [0, {high - low}] for {fmt!r}")
+            nan_code = f", or {_E8M0_NAN} (NaN)" if fmt.has_nan_scale else ""
+            raise ValueError(f"scale codes must lie in [0, {high - low}]{nan_code} for {fmt!r}")
         scales = np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
     values = _scaled_values(elements, scales, fmt)
     return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32

@@ -23,7 +23,7 @@ import numba
 import numpy as np
 
 from ._kernels.cpu import backend
-from ._plan import Plan, plan_for, random_key
+from ._plan import Plan, plan_for, random_key, unused_key
 from .fixedformat import FixedFormat
 from .floatformat import as_bool
 from .presets import format as to_format
@@ -262,7 +262,7 @@ def _round_in_chunks(array, fmt, mode, offset, overflow, rng, rand_bits, bytes_b
     if plan.__class__ is not Plan:  # a scaled format: its blocks decide its chunks
         return None
     fmt = to_format(fmt)
-    key = random_key(rng) if plan.mode.is_stochastic else 0
+    key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
     result = np.empty(array.shape, plan.result_dtype)
     source = np.ascontiguousarray(array).reshape(-1)  # (a copy where x is strided, as the backend makes)
     target = result.reshape(-1)

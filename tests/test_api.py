@@ -446,6 +446,32 @@ def test_non_numeric_input_is_a_type_error(x):
         rp.round(x, "bfloat16")
 
 
+def test_inputs_numpy_refuses_are_errors_naming_x():
+    with pytest.raises(ValueError, match="x is not an array of numbers: setting an array element"):
+        rp.round([[1.0], [1.0, 2.0]], "bfloat16")
+    for codes in ([2**64], [-(2**63) - 1]):
+        with pytest.raises(ValueError, match="codes must fit in 64 bits"):
+            rp.decode(codes, "float64")
+    with pytest.raises(ValueError, match="codes must fit in 64 bits"):
+        rp.pack([2**64], 64)
+
+
+@pytest.mark.parametrize("rng, error", [("abc", TypeError), (1.5, TypeError), (True, TypeError), (-1, ValueError)])
+def test_a_nonsense_rng_is_refused_in_every_mode(rng, error):
+    """As rand_bits is: rng does nothing in the deterministic modes, but a value
+    that no mode takes is a mistake to report, not to ignore."""
+    calls = [lambda: rp.round([1.0], "bfloat16", rng=rng), lambda: rp.round([1.0], "mxfp4", rng=rng),
+             lambda: rp.encode([1.0], "bfloat16", rng=rng), lambda: rp.asarray([1.0], "bfloat16", rng=rng),
+             lambda: rp.sum([1.0], "bfloat16", rng=rng), lambda: rp.round([1.0], "bfloat16", stats=True, rng=rng)]
+    for call in calls:
+        with pytest.raises(error, match="rng"):
+            call()
+    generator = np.random.default_rng(0)
+    state = generator.bit_generator.state
+    assert rp.round([1.0], "bfloat16", rng=generator)[0] == 1.0 and rp.round([1.0], "bfloat16", rng=np.int64(3))
+    assert generator.bit_generator.state == state  # deterministic modes draw nothing
+
+
 def test_bad_arguments_name_themselves():
     x = sample(4)
     with pytest.raises(ValueError, match="unknown rounding mode 'nearest_up'.*'nearest'"):

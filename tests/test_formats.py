@@ -685,3 +685,8 @@ def test_replace_changes_one_setting_and_drops_the_name():
         format("mxfp8_e4m3").replace(block_size=None, axis=0)
     with pytest.raises(TypeError, match="bogus"):
         format("e4m3").replace(bogus=1)
+    # another exponent width takes its default bias, unless the bias was another or is given
+    assert format("bfloat16").replace(exp_bits=9) == FloatFormat(9, 7) and FloatFormat(9, 7).bias == 255
+    assert format("bfloat16").replace(exp_bits=None) == FloatFormat(None, 7)
+    assert FloatFormat(5, 2, bias=3).replace(exp_bits=6).bias == 3
+    assert format("float16").replace(exp_bits=6, bias=20).bias == 20

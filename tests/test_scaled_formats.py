@@ -942,6 +942,13 @@ def test_names():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="block_size"):
         rp.ScaledFormat("e4m3", block_size=0)
+    for pair in ((-1.5, 1), (True, 2)):
+        with pytest.raises(TypeError, match=r"scale_format as exponents must be a pair of ints \(s_min, s_max\)"):
+            rp.ScaledFormat("e4m3", block_size=32, scale_format=pair)
+    codes = rp.encode(np.ones(32, np.float32), "mxfp8_e4m3")
+    assert np.isnan(rp.decode((codes.elements, np.full(codes.scales.shape, 255, np.uint16)), "mxfp8_e4m3")).all()
+    with pytest.raises(ValueError, match=r"scale codes must lie in \[0, 254\], or 255 \(NaN\)"):
+        rp.decode((codes.elements, np.full(codes.scales.shape, 256, np.uint16)), "mxfp8_e4m3")
     with pytest.raises(ValueError, match="scale_rounding"):
         rp.ScaledFormat("e4m3", block_size=32, scale_rounding="nope")
     with pytest.raises(ValueError, match="tensor_scale"):

@@ -322,6 +322,12 @@ def test_other_dtypes_are_refused(dtype):
         rpt.round(torch.zeros(3, dtype=dtype), "e4m3")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn], ids=str)
+def test_numpy_functions_point_tensors_numpy_cannot_hold_to_rpfloat_torch(dtype):
+    with pytest.raises(TypeError, match=r"x is a torch tensor of dtype .*rpfloat.torch.round\(x, fmt\)"):
+        rp.round(torch.ones(3, dtype=dtype), "e4m3")
+
+
 def test_meta_tensors_are_refused():
     with pytest.raises(ValueError, match=r"t is on device meta; .* CPU tensors only"):
         rpt.round(torch.empty(3, device="meta"), "e4m3")

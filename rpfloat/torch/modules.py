@@ -506,6 +506,7 @@ class QuantConfig(MutableMapping):
         >>> list(QuantConfig(parameters="bf16").for_model(nn.Sequential(nn.Linear(2, 1))))
         ['0.weight', '0.weight.grad', '0.bias', '0.bias.grad', '0.input', '0.output']
         """
+        _check_model(model)
         listing = QuantConfig(**self.defaults)
         for name in _tensor_names(model):
             listing[name] = self.resolve(name)
@@ -984,6 +985,7 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
     Parameter containing:
     tensor([[ 0.3000, -0.4000]], requires_grad=True)
     """
+    _check_model(model)
     if not isinstance(config, QuantConfig):
         raise TypeError(f"config must be a QuantConfig, got {type(config).__name__}")
     remove_quantization(model)
@@ -1046,6 +1048,11 @@ def _check_fits(entry, parameter, name) -> None:
                 raise ValueError(f"{name}: {error}") from None
 
 
+def _check_model(model) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(f"model must be a torch.nn.Module, got {type(model).__name__}")
+
+
 def remove_quantization(model: nn.Module) -> nn.Module:
     """Take off what :func:`quantize_model` attached; returns `model`, which then
     computes with its (master) parameters as before.
@@ -1057,6 +1064,7 @@ def remove_quantization(model: nn.Module) -> nn.Module:
     >>> len(remove_quantization(model)._forward_hooks)
     0
     """
+    _check_model(model)
     for module in model.modules():
         state = module.__dict__.pop(_STATE_ATTRIBUTE, None)
         if state is not None:
