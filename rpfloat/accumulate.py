@@ -285,7 +285,11 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
             f"{b_values.shape} ({inner} != {b_matrix.shape[-2]})"
         )
     cols = b_matrix.shape[-1]
-    batch = np.broadcast_shapes(a_matrix.shape[:-2], b_matrix.shape[:-2])
+    try:
+        batch = np.broadcast_shapes(a_matrix.shape[:-2], b_matrix.shape[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: the stacks of a {a_values.shape} and b {b_values.shape} do not broadcast "
+                         f"({a_matrix.shape[:-2]} against {b_matrix.shape[:-2]})") from None
     groups = int(np.prod(batch, dtype=np.int64))
     a_rows = np.broadcast_to(a_matrix, batch + (rows, inner)).reshape(groups, rows, inner)
     b_rows = np.broadcast_to(b_matrix, batch + (inner, cols)).reshape(groups, inner, cols)

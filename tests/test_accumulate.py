@@ -318,6 +318,8 @@ def test_shapes_follow_numpy():
     with pytest.raises(TypeError, match="keepdims must be True or False"):
         rp_sum(a, f64, keepdims=1)
     assert_same(matmul(np.ones((2, 0)), np.ones((0, 3)), "bfloat16"), np.zeros((2, 3)))
+    with pytest.raises(ValueError, match=r"stacks of a \(2, 3, 4\) and b \(3, 4, 5\) do not broadcast"):
+        matmul(a, np.ones((3, 4, 5)), f64)
 
 
 def test_result_dtypes():

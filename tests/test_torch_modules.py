@@ -348,6 +348,39 @@ def test_config_file_is_one_tensor_a_line_and_refuses_mistakes(tmp_path):
         rpt.TensorConfig("q1.7", scale="dynamic")
 
 
+def test_rand_bits_decide_every_stochastic_rounding_of_a_tensor(tmp_path):
+    """rand_bits=1 rounds up with probability floor(2 p) / 2: values a quarter
+    of a spacing above the grid of q1.3 (spacing 1/8) never round up, so one
+    random bit gives what rounding toward zero gives; two bits do round up."""
+    fmt = rp.FixedFormat(1, 3)
+    quarters = (torch.arange(1, 7, dtype=torch.float32) + 0.25) / 8
+    truncated = rpt.round(quarters, fmt, "toward_zero")
+    one_bit = rpt.Quantize(fmt, "stochastic", rand_bits=1, rng=0)
+    assert torch.equal(one_bit(quarters.repeat(50)), truncated.repeat(50))
+    assert "rand_bits=1" in repr(one_bit)
+    assert not torch.equal(rpt.Quantize(fmt, "stochastic", rand_bits=2, rng=0)(quarters.repeat(50)),
+                           truncated.repeat(50))
+    model = nn.Sequential(nn.Linear(6, 1, bias=False))
+    with torch.no_grad():
+        model[0].weight.copy_(quarters[None])
+    config = rpt.QuantConfig(parameters=rpt.TensorConfig(fmt, "stochastic", rand_bits=1))
+    rpt.quantize_model(model, config, rng=0)
+    seen = SeenParameters(model)
+    for _ in range(20):
+        model(torch.ones(1, 6))
+        assert torch.equal(seen.seen["0.weight"], truncated[None])
+    assert torch.equal(rpt.quantized_state_dict(model, rng=0)["0.weight"], truncated[None])
+    config.for_model(model).dump(tmp_path / "c.json")
+    assert '"rand_bits": 1' in (tmp_path / "c.json").read_text()
+    assert rpt.QuantConfig.load(tmp_path / "c.json").resolve("0.weight") == config.resolve("0.weight")
+    for make in (lambda bits: rpt.TensorConfig(fmt, "nearest", rand_bits=bits),
+                 lambda bits: rpt.Quantize(fmt, "nearest", rand_bits=bits)):
+        with pytest.raises(ValueError, match="rand_bits: rand_bits is for the stochastic modes only"):
+            make(8)
+    with pytest.raises(ValueError, match="rand_bits must be from 1 to 64"):
+        rpt.TensorConfig(fmt, "stochastic", rand_bits=0)
+
+
 # -- Quantize and its random streams ---------------------------------------------------------
 
 

@@ -28,6 +28,7 @@ from torch.nn.parameter import is_lazy
 from torch.nn.utils import parametrize
 from torch.utils.weak import WeakIdKeyDictionary
 
+from .._plan import check_rand_bits
 from ..fixedformat import FixedFormat
 from ..floatformat import FloatFormat
 from ..modes import parse_mode
@@ -128,6 +129,9 @@ class Quantize(nn.Module):
         straight through.
     grad_mode : str, default "nearest"
         The rounding mode of the gradient.
+    rand_bits : int, optional
+        Stochastic `mode` only: the random bits that decide each rounding of the
+        values, as for :func:`rpfloat.round` (None: 64).
     rng : None, int, numpy.random.SeedSequence, numpy.random.Generator or torch.Generator
         Seeds the module's own random streams (one for the values, one for the
         gradients) for the stochastic modes. Every call draws fresh random
@@ -147,10 +151,11 @@ class Quantize(nn.Module):
     tensor([ 0.2969, -1.0000,  0.9922])
     """
 
-    def __init__(self, fmt, mode="nearest", *, grad_fmt=None, grad_mode="nearest", rng=None):
+    def __init__(self, fmt, mode="nearest", *, grad_fmt=None, grad_mode="nearest", rand_bits=None, rng=None):
         super().__init__()
         self.fmt = to_format(fmt)
         self.mode = _mode_name(mode, "mode")
+        self.rand_bits = _rand_bits(rand_bits, self.mode)
         self.grad_fmt = None if grad_fmt is None else to_format(grad_fmt)
         self.grad_mode = _mode_name(grad_mode, "grad_mode")
         root = _root_seed(rng)
@@ -160,12 +165,14 @@ class Quantize(nn.Module):
     def forward(self, x):
         rng = _forward_stream(self.rng, "Quantize") if parse_mode(self.mode).is_stochastic else self.rng
         return round_tensor(
-            x, self.fmt, self.mode, rng=rng,
+            x, self.fmt, self.mode, rng=rng, rand_bits=self.rand_bits,
             grad_fmt=self.grad_fmt, grad_mode=self.grad_mode, grad_rng=self.grad_rng,
         )
 
     def extra_repr(self) -> str:
         text = f"fmt={_format_label(self.fmt)}, mode={self.mode!r}"
+        if self.rand_bits is not None:
+            text += f", rand_bits={self.rand_bits}"
         if self.grad_fmt is not None:
             text += f", grad_fmt={_format_label(self.grad_fmt)}, grad_mode={self.grad_mode!r}"
         return text
@@ -287,6 +294,16 @@ def _format_label(fmt) -> str:
     return repr(spelling) if spelling is not None else repr(fmt)
 
 
+def _rand_bits(rand_bits, mode: str):
+    """`rand_bits` checked as rp.round checks it for `mode` (None stays None)."""
+    if rand_bits is None:
+        return None
+    try:
+        return check_rand_bits(rand_bits, parse_mode(mode))
+    except (TypeError, ValueError) as error:
+        raise type(error)(f"rand_bits: {error}") from None
+
+
 def _mode_name(mode, argument: str) -> str:
     """The canonical name of a rounding mode (``"sr"`` -> ``"stochastic"``)."""
     try:
@@ -326,6 +343,10 @@ class TensorConfig:
         entry of its own in :class:`QuantConfig`, ``"<parameter>.grad"``.
     grad_mode : str, default "nearest"
         The rounding mode of that gradient.
+    rand_bits : int, optional
+        Stochastic `mode` only: the random bits that decide each rounding of the
+        tensor, as for :func:`rpfloat.round` (None: 64): hardware stochastic
+        rounding with a narrow random source.
 
     Attributes
     ----------
@@ -350,6 +371,7 @@ class TensorConfig:
     scale_rounding: str = "rceil"
     grad_fmt: object = None
     grad_mode: str = "nearest"
+    rand_bits: int | None = None
 
     def __post_init__(self):
         set_field = object.__setattr__.__get__(self)
@@ -358,6 +380,7 @@ class TensorConfig:
         set_field("fmt", _argument(to_format, self.fmt, "fmt"))
         set_field("mode", _mode_name(self.mode, "mode"))
         set_field("grad_mode", _mode_name(self.grad_mode, "grad_mode"))
+        set_field("rand_bits", _rand_bits(self.rand_bits, self.mode))
         if self.grad_fmt is not None:
             set_field("grad_fmt", _argument(to_format, self.grad_fmt, "grad_fmt"))
         if self.scale not in SCALE_POLICIES:
@@ -594,7 +617,7 @@ def _entry(entry, kind, where) -> TensorConfig | None:
     return entry
 
 
-_CONFIG_FIELDS = ("fmt", "mode", "scale", "scale_rounding", "grad_fmt", "grad_mode")
+_CONFIG_FIELDS = ("fmt", "mode", "scale", "scale_rounding", "grad_fmt", "grad_mode", "rand_bits")
 
 
 def _config_to_json(entry, kind):
@@ -606,6 +629,8 @@ def _config_to_json(entry, kind):
     if kind == "activations":
         data["grad_fmt"] = None if entry.grad_fmt is None else _format_to_json(entry.grad_fmt)
         data["grad_mode"] = entry.grad_mode
+    if entry.rand_bits is not None:
+        data["rand_bits"] = entry.rand_bits
     return data
 
 
@@ -792,11 +817,11 @@ def _tensor_names(model) -> list[str]:
 class _Rounding:
     """One tensor's rounding: formats, modes and its own random streams."""
 
-    __slots__ = ("name", "fmt", "mode", "grad_fmt", "grad_mode", "rng", "grad_rng", "stochastic")
+    __slots__ = ("name", "fmt", "mode", "rand_bits", "grad_fmt", "grad_mode", "rng", "grad_rng", "stochastic")
 
     def __init__(self, config: TensorConfig, root, name):
         self.name = name
-        self.fmt, self.mode = config.format, config.mode
+        self.fmt, self.mode, self.rand_bits = config.format, config.mode, config.rand_bits
         self.grad_fmt, self.grad_mode = config.grad_format, config.grad_mode
         self.rng = _stream(root, name)
         self.grad_rng = _stream(root, f"{name}.grad") if self.grad_fmt is not None else None
@@ -805,7 +830,7 @@ class _Rounding:
     def __call__(self, t, rng=None):
         try:
             return round_tensor(
-                t, self.fmt, self.mode, rng=self.rng if rng is None else rng,
+                t, self.fmt, self.mode, rng=self.rng if rng is None else rng, rand_bits=self.rand_bits,
                 grad_fmt=self.grad_fmt, grad_mode=self.grad_mode, grad_rng=self.grad_rng,
             )
         except (TypeError, ValueError) as error:
@@ -1102,7 +1127,7 @@ def quantized_state_dict(model: nn.Module, *, rng=None) -> dict:
                 key = prefix + name
                 if key in state_dict:
                     state_dict[key] = round_tensor(state_dict[key], rounding.fmt, rounding.mode,
-                                                   rng=_stream(root, key))
+                                                   rng=_stream(root, key), rand_bits=rounding.rand_bits)
     return state_dict
 
 
