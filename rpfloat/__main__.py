@@ -125,6 +125,10 @@ def format_argument(name: str):
     try:
         return rp.format(name)
     except (TypeError, ValueError) as error:
+        if Path(name).suffix.lower() in (".npy", ".npz") or os.path.sep in name:
+            raise argparse.ArgumentTypeError(
+                f"{name!r} is a file, not a format name: info describes formats; to check a file against a "
+                f"format, round it: python -m rpfloat round {name} /dev/null --format FORMAT") from None
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
@@ -158,9 +162,24 @@ def format_row(fmt) -> tuple[str, ...]:
 FORMAT_HEADER = ("name", "bits", "max", "min", "min normal", "smallest subnormal", "eps", "inf", "NaN")
 
 
+def _readable_name(fmt) -> str:
+    """A name of `fmt` that rp.format reads back (the q notation of a fixed
+    format whose own name it does not know, as mxint8's element), else its repr."""
+    candidates = [fmt.name] if fmt.name else []
+    if isinstance(fmt, rp.FixedFormat):
+        candidates.append(f"{'' if fmt.signed else 'u'}q{fmt.int_bits}.{fmt.frac_bits}")
+    for name in candidates:
+        try:
+            if rp.format(name) == fmt:
+                return name
+        except (TypeError, ValueError):
+            pass
+    return repr(fmt)
+
+
 def scaled_row(fmt: rp.ScaledFormat) -> tuple[str, ...]:
     """One row of the scaled-format table (see :data:`SCALED_HEADER`)."""
-    element = fmt.element.name or repr(fmt.element)
+    element = _readable_name(fmt.element)
     if fmt.scale_format == "e8m0":
         scale = "e8m0"
     elif isinstance(fmt.scale_format, tuple):
@@ -586,10 +605,11 @@ def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
         ("--tensor-scale", arguments.tensor_scale)) if value is not None}
     if not changes:
         return fmt
+    if "--axis" in changes and changes.get("--block-size", "tensor" if not isinstance(fmt, rp.ScaledFormat)
+                                           else fmt.block_size) in ("tensor", None):
+        raise UsageError("--axis", "is the axis blocks run along, and one scale per array has none: give "
+                                   "--block-size a number, or 'slice' for one scale per slice along the axis")
     if not isinstance(fmt, rp.ScaledFormat):
-        if "--axis" in changes and changes.get("--block-size", "tensor") == "tensor":
-            raise UsageError("--axis", "is the axis blocks run along: give --block-size too, a number or 'slice' "
-                                       "(one scale per array has no axis)")
         try:
             fmt = rp.ScaledFormat(fmt)
         except (TypeError, ValueError) as error:
@@ -626,6 +646,9 @@ def run_round(arguments: argparse.Namespace) -> int:
     """``round``: round IN into OUT chunk by chunk, print the statistics; exit code 0."""
     fmt, mode = scaled_format(arguments), arguments.mode  # (options checked before IN is read)
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
+    if arguments.output.suffix.lower() not in (".npy", ".npz") and _regular_or_new(arguments.output):
+        raise UsageError("OUT", f"must end in .npy or .npz (which says how it is written), got {arguments.output}; "
+                                "OUT holds the rounded values")
     if arguments.key is not None and not (_is_npz(arguments.input) or _is_npz(arguments.output)):
         raise UsageError("--key", "names an array of an .npz file; IN and OUT are .npy files")
     seed = arguments.seed
@@ -688,6 +711,14 @@ def run_round(arguments: argparse.Namespace) -> int:
               "(complete); no statistics", file=sys.stderr)
         return _interrupted_status(interruption)
     return 0
+
+
+def _regular_or_new(path: Path) -> bool:
+    """Whether `path` is a regular file or does not exist (not /dev/null, a pipe)."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return True
 
 
 def _same_file(first: Path, second: Path) -> bool:

@@ -101,7 +101,9 @@ def encode_values(values: np.ndarray, fmt) -> np.ndarray:
 def decode_values(codes: np.ndarray, fmt) -> np.ndarray:
     """float64 values of the integer `codes` of `fmt`."""
     if codes.size and (int(codes.min()) < 0 or int(codes.max()) >= 1 << fmt.bits):
-        raise ValueError(f"codes must lie in [0, 2**{fmt.bits}) for {fmt!r}")
+        packed = " (packed bytes? rp.unpack(packed, fmt) gives the codes back)" if (
+            codes.dtype == np.uint8 and fmt.bits < 8) else ""
+        raise ValueError(f"codes must lie in [0, 2**{fmt.bits}) for {fmt!r}{packed}")
     if isinstance(fmt, FixedFormat):
         if fmt.signed and codes.dtype.kind == "u" and codes.dtype.itemsize * 8 == fmt.bits:
             words = codes.view(codes.dtype.str.replace("u", "i"))  # two's complement as is, same byte order

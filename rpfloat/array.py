@@ -221,6 +221,22 @@ class RPArray(NDArrayOperatorsMixin):
     def T(self) -> RPArray:
         return self._wrap(self._data.T, self._target)
 
+    @property
+    def mT(self) -> RPArray:
+        """The transpose of the last two axes (a stack of matrices), a view."""
+        return self._wrap(np.swapaxes(self._data, -1, -2), self._target)
+
+    @property
+    def real(self) -> RPArray:
+        """The array itself (its values are real), a view."""
+        return self._wrap(self._data, self._target)
+
+    def conj(self) -> RPArray:
+        """A copy (the values are real)."""
+        return self.copy()
+
+    conjugate = conj
+
     def __len__(self) -> int:
         return len(self._data)
 
@@ -1363,12 +1379,25 @@ def _implements(*functions):
     return register
 
 
+def _numpy_functions(*names):
+    """The NumPy functions of `names` (``"linalg.matmul"``) that this NumPy has."""
+    functions = []
+    for name in names:
+        owner, _, attribute = name.rpartition(".")
+        function = getattr(np.linalg if owner == "linalg" else np, attribute, None)
+        if function is not None:
+            functions.append(function)
+    return functions
+
+
 _VIEW_FUNCTIONS = (
     np.reshape, np.ravel, np.transpose, np.swapaxes, np.moveaxis, np.squeeze, np.expand_dims,
     np.broadcast_to, np.flip, np.fliplr, np.flipud, np.rot90, np.roll, np.repeat, np.tile,
     np.take, np.sort, np.copy, np.diagonal, np.atleast_1d, np.atleast_2d, np.atleast_3d,
     np.split, np.array_split, np.hsplit, np.vsplit, np.dsplit, np.delete, np.resize,
     np.trim_zeros, np.partition, np.triu, np.tril, np.diag, np.diagflat,
+    # NumPy 2's array-API spellings (where this NumPy has them)
+    *_numpy_functions("matrix_transpose", "unstack", "linalg.matrix_transpose", "linalg.diagonal"),
 )
 
 
@@ -1400,6 +1429,12 @@ _VALUE_FUNCTIONS = (
     np.linalg.qr, np.linalg.cholesky, np.linalg.svd, np.linalg.eig, np.linalg.eigh, np.linalg.eigvals,
     np.linalg.eigvalsh, np.linalg.matrix_power, np.linalg.multi_dot, np.linalg.tensorsolve,
     np.linalg.tensorinv, np.linalg.cond, np.linalg.matrix_rank,
+    np.vander, np.sinc, np.polyfit, np.roots, np.poly, np.polyadd, np.polysub, np.polymul, np.polydiv,
+    np.polyder, np.polyint, np.compress, np.extract, np.meshgrid, np.real, np.imag,
+    # NumPy 2's array-API spellings (where this NumPy has them)
+    *_numpy_functions("vecdot", "cumulative_sum", "cumulative_prod", "trapezoid", "linalg.matmul", "linalg.outer",
+                      "linalg.vecdot", "linalg.vector_norm", "linalg.matrix_norm", "linalg.trace",
+                      "linalg.tensordot", "linalg.cross", "linalg.svdvals"),
 )
 
 

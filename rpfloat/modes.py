@@ -5,6 +5,7 @@ contract, users always pass strings (or a :class:`Mode`).
 """
 from __future__ import annotations
 
+import difflib
 import enum
 
 __all__ = ["Mode", "parse_mode"]
@@ -76,4 +77,6 @@ def parse_mode(mode) -> Mode:
         return _ALIASES[mode.lower()]
     except KeyError:
         known = ", ".join(repr(name) for name in _ALIASES)
-        raise ValueError(f"unknown rounding mode {mode!r}; pass one of {known}") from None
+        close = difflib.get_close_matches(mode.lower(), list(_ALIASES), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(f"unknown rounding mode {mode!r}{hint}; pass one of {known}") from None

@@ -578,8 +578,9 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     scale codes of the shape the element codes' blocks take, and a tensor
     scale (a positive finite number) exactly where `fmt` has one."""
     if not isinstance(codes, tuple) or len(codes) not in (2, 3):
+        hint = "; rp.unpack(packed, fmt) gives them back from rp.pack's" if type(codes).__name__ == "PackedScaled" else ""
         raise TypeError("codes of a scaled format are (element codes, scale codes[, tensor scale]), as "
-                        f"rp.encode(x, fmt) returns them, got {type(codes).__name__}")
+                        f"rp.encode(x, fmt) returns them, got {type(codes).__name__}{hint}")
     element_codes = _codes.code_array(codes[0], "element codes")
     scale_codes = _codes.code_array(codes[1], "scale codes")
     tensor_scale = codes[2] if len(codes) == 3 else None

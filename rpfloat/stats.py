@@ -186,7 +186,7 @@ class RoundingStats:
         max rel. error   1
         mean rel. error  0.492188
         bytes before     40
-        bytes after      5 (8x smaller)
+        bytes after      5 (8x smaller, as packed codes)
         """
 
         def counted(number):
@@ -199,7 +199,7 @@ class RoundingStats:
 
         ratio = ""
         if self.bytes_after and self.bytes_before:
-            ratio = f" ({self.bytes_before / self.bytes_after:.3g}x smaller)"
+            ratio = f" ({self.bytes_before / self.bytes_after:.3g}x smaller, as packed codes)"
         rows = [
             ("numbers", f"{self.count:,}"),
             ("inexact", counted(self.inexact)),

@@ -608,6 +608,37 @@ def test_linear_algebra_rounds_each_float64_result_once(function):
     assert not isinstance(np.linalg.matrix_rank(a), RPArray) and np.linalg.matrix_rank(a) == 4
 
 
+@pytest.mark.parametrize("name", ["linalg.matmul", "linalg.outer", "linalg.vecdot", "vecdot", "linalg.vector_norm",
+                                  "linalg.matrix_norm", "linalg.trace", "linalg.tensordot", "cumulative_sum",
+                                  "cumulative_prod", "trapezoid", "vander", "sinc", "polyfit", "meshgrid"])
+def test_numpy_2_spellings_and_polynomials_round_each_float64_result_once(name):
+    """NumPy 2's array-API functions used to fall through to the carrier: e4m3
+    products computed in float16, a plain ndarray whose values are not e4m3's."""
+    function = getattr(np.linalg, name[7:]) if name.startswith("linalg.") else getattr(np, name, None)
+    if function is None:
+        pytest.skip(f"NumPy {np.__version__} has no np.{name}")  # (the dependencies allow NumPy 1.24)
+    rng = np.random.default_rng(4)
+    a = asarray(rng.standard_normal((3, 3)), "e4m3", mode="up")
+    arguments = {"linalg.outer": (a[0], a[1]), "vecdot": (a, a), "linalg.vecdot": (a, a), "linalg.matmul": (a, a),
+                 "linalg.tensordot": (a, a), "cumulative_sum": (a[0],), "cumulative_prod": (a[0],),
+                 "vander": (a[0],), "polyfit": (a[0], a[1], 1), "meshgrid": (a[0], a[1])}.get(name, (a,))
+    result = function(*arguments)
+    expected = function(*[np.asarray(x, np.float64) for x in arguments])
+    for got, want in zip(result if isinstance(result, (list, tuple)) else [result],
+                         expected if isinstance(expected, (list, tuple)) else [expected]):
+        assert isinstance(got, RPArray) and got.fmt == a.fmt and got.mode == "up", name
+        assert_same(got, rp.round(np.asarray(want), "e4m3", "up"))
+
+
+def test_numpy_2_views_and_attributes_keep_the_format():
+    a = asarray(np.arange(6.0).reshape(2, 3) / 3, "bfloat16", mode="up")
+    views = [a.mT, a.real, a.conj(), a.conjugate()]
+    views += [np.matrix_transpose(a), *np.unstack(a)] if hasattr(np, "unstack") else []
+    for view in views:
+        assert isinstance(view, RPArray) and view.fmt == a.fmt and view.mode == "up"
+    assert_same(a.mT, np.asarray(a).T) and np.shares_memory(np.asarray(a.real), np.asarray(a))
+
+
 def test_ndarray_methods_are_the_numpy_functions():
     a = asarray([[0.3, -2.0, 5.0], [1.0, 0.0, -0.7]], "float16", mode="down")
     values = np.asarray(a, np.float64)

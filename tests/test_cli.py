@@ -143,8 +143,9 @@ def test_scaled_format_options_round_as_that_format(tmp_path, options, expected)
 
 
 @pytest.mark.parametrize("options, argument, message", [
-    (["-f", "e4m3", "--axis", "0"], "--axis", "give --block-size too"),
-    (["-f", "e4m3", "--axis", "0", "--block-size", "tensor"], "--axis", "give --block-size too"),
+    (["-f", "e4m3", "--axis", "0"], "--axis", "give --block-size a number, or 'slice'"),
+    (["-f", "e4m3", "--axis", "0", "--block-size", "tensor"], "--axis", "give --block-size a number, or 'slice'"),
+    (["-f", "mxfp4", "--axis", "0", "--block-size", "tensor"], "--axis", "one scale per array has none"),
     (["-f", "mxfp4", "--axis", "2"], "--axis", "out of range for IN's array of 2 dimensions"),
     (["-f", "e4m3", "--block-size", "slice", "--axis", "-3"], "--axis", "out of range"),
     (["-f", "e4m3", "--block-size", "0"], "--block-size", "'slice' or 'tensor'"),
@@ -245,6 +246,22 @@ def test_formats_of_the_whole_array_stream_in_chunks(tmp_path, capsys, monkeypat
         assert counts["numbers"] == x.size
         assert counts["inexact"] == stats.inexact and counts["NaN produced"] == stats.nan_produced
         assert counts["overflowed"] == stats.overflowed and counts["bytes after"] == stats.bytes_after
+
+
+def test_out_must_be_npy_or_npz_and_info_points_files_to_round(tmp_path, capsys):
+    np.save(tmp_path / "in.npy", sample(10))
+    for out in ("out.txt", "out"):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / out), "-f", "e4m3"])
+        assert exited.value.code == 2 and "argument OUT: must end in .npy or .npz" in capsys.readouterr().err
+        assert not (tmp_path / out).exists()
+    assert cli.main(["round", str(tmp_path / "in.npy"), os.devnull, "-f", "e4m3"]) == 0  # not a regular file
+    with pytest.raises(SystemExit) as exited:
+        cli.main(["info", str(tmp_path / "in.npy")])
+    error = capsys.readouterr().err
+    assert exited.value.code == 2 and "is a file, not a format name" in error and "round" in error
+    cli.main(["info", "mxint8"])
+    assert "q2.6" in capsys.readouterr().out  # the element as rp.format reads it back
 
 
 def test_progress_bar_when_asked(tmp_path):
@@ -473,6 +490,13 @@ def test_a_signal_while_held_arrives_after_the_block():
     assert reached == ["end of the block"]
 
 
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except FileNotFoundError:  # (renamed meanwhile)
+        return 0
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("signal_name, status, said", [("SIGTERM", 143, "terminated"), ("SIGHUP", 129, "hung up")])
 def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path, signal_name, status, said):
@@ -484,9 +508,10 @@ def test_sigterm_removes_the_temporary_file_and_keeps_out(tmp_path, signal_name,
     try:
         deadline = 120
         start = time.monotonic()
-        while not any(path.name.endswith(".tmp") for path in tmp_path.iterdir()):  # it has started writing
+        # it has started writing, past its start-up (kernels loaded): 64 KiB of the 16 MB written
+        while not any(path.name.endswith(".tmp") and _size(path) > 1 << 16 for path in tmp_path.iterdir()):
             assert process.poll() is None and time.monotonic() - start < deadline, process.communicate()
-            time.sleep(0.05)
+            time.sleep(0.01)
         process.send_signal(getattr(signal, signal_name))
         _, stderr = process.communicate(timeout=deadline)
     finally:
