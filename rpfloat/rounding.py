@@ -126,7 +126,7 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
         if out is not None:
             _prepare_out(out, array.shape, plan.result_dtype)
         return round_scaled(array, plan, rng, _offset(offset, array), out)
-    key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
+    key = random_key(rng) if plan.mode.is_stochastic else 0 if rng is None else unused_key(rng)
     result = _prepare_out(out, array.shape, plan.result_dtype)
     if out is not None and _overlaps_elsewhere(array, result):
         array = array.copy()  # as NumPy's ufuncs do: read all of x before writing out
