@@ -363,7 +363,8 @@ class RPArray(NDArrayOperatorsMixin):
             raise TypeError(f"sum(per_step=True) takes no NumPy options but keepdims, got {sorted(kwargs)}")
         target = self._target
         fmt = target.fmt if acc is None else to_format(acc)
-        result = _rounded_sum(self._data, _in_carrier_range(fmt), axis=axis, mode=target.mode, order=order,
+        # (exp_bits=None as RPArrays round it: within its carrier's range)
+        result = _rounded_sum(self._data, _as_bounded(fmt), axis=axis, mode=target.mode, order=order,
                               rng=target.rng, block_k=block_k, keepdims=keepdims)
         return _per_step_result(result, fmt, target)
 
@@ -511,8 +512,8 @@ class RPArray(NDArrayOperatorsMixin):
         target = combine_targets([self] + ([other] if isinstance(other, RPArray) else []))
         fmt = target.fmt
         acc_fmt = fmt if acc is None else to_format(acc)
-        result = _rounded_matmul(_unwrap(self), _unwrap(other), _in_carrier_range(fmt),
-                                 acc=_in_carrier_range(acc_fmt), fma=fma, mode=target.mode,
+        result = _rounded_matmul(_unwrap(self), _unwrap(other), _as_bounded(fmt),
+                                 acc=_as_bounded(acc_fmt), fma=fma, mode=target.mode,
                                  order=order, rng=target.rng, block_k=block_k)
         return _per_step_result(result, acc_fmt, target)
 
@@ -581,13 +582,6 @@ def _no_step_options(**options):
     given = sorted(name for name, value in options.items() if value is not defaults[name])
     if given:
         raise TypeError(f"{', '.join(given)} apply to per-step rounding only: pass per_step=True")
-
-
-def _in_carrier_range(fmt):
-    """`fmt` as RPArrays round onto it: ``exp_bits=None`` within its carrier's
-    exponent range (``FloatFormat(None, 7)``: float16's)."""
-    fmt = to_format(fmt)
-    return bounded_format(fmt, fmt.carrier)
 
 
 def _per_step_result(result, fmt, target: _Target) -> RPArray:

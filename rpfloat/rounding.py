@@ -195,7 +195,7 @@ def _as_numpy(x, name) -> np.ndarray:
     no type for (bfloat16, float8) and of ragged nested sequences naming `name`."""
     try:
         return np.asarray(x)
-    except TypeError as error:
+    except TypeError:
         if type(x).__module__.startswith("torch"):
             raise TypeError(f"{name} is a torch tensor of dtype {x.dtype}, which NumPy cannot hold: "
                             f"rpfloat.torch.round({name}, fmt) rounds it as a tensor (or pass "

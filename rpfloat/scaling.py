@@ -578,7 +578,8 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     scale codes of the shape the element codes' blocks take, and a tensor
     scale (a positive finite number) exactly where `fmt` has one."""
     if not isinstance(codes, tuple) or len(codes) not in (2, 3):
-        hint = "; rp.unpack(packed, fmt) gives them back from rp.pack's" if type(codes).__name__ == "PackedScaled" else ""
+        packed = type(codes).__name__ == "PackedScaled"
+        hint = "; rp.unpack(packed, fmt) gives them back from rp.pack's" if packed else ""
         raise TypeError("codes of a scaled format are (element codes, scale codes[, tensor scale]), as "
                         f"rp.encode(x, fmt) returns them, got {type(codes).__name__}{hint}")
     element_codes = _codes.code_array(codes[0], "element codes")
