@@ -33,6 +33,7 @@ from typing import NamedTuple
 import numpy as np
 
 import rpfloat as rp
+from rpfloat._codes import code_dtype, encode_values
 from rpfloat._plan import plan_for, random_key
 from rpfloat.modes import parse_mode
 from rpfloat.rounding import input_array, round_chunk
@@ -646,6 +647,8 @@ def run_round(arguments: argparse.Namespace) -> int:
     """``round``: round IN into OUT chunk by chunk, print the statistics; exit code 0."""
     fmt, mode = scaled_format(arguments), arguments.mode  # (options checked before IN is read)
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
+    if arguments.codes:
+        _check_codes(fmt)
     if arguments.output.suffix.lower() not in (".npy", ".npz") and _regular_or_new(arguments.output):
         raise UsageError("OUT", f"must end in .npy or .npz (which says how it is written), got {arguments.output}; "
                                 "OUT holds the rounded values")
@@ -667,7 +670,11 @@ def run_round(arguments: argparse.Namespace) -> int:
             _check_axis(fmt.axis, source.shape)
         if source.dtype.kind == "c" and isinstance(fmt, rp.ScaledFormat):
             raise FileError(f"{arguments.input} holds complex numbers, which scaled formats do not take")
+        if source.dtype.kind == "c" and arguments.codes:
+            raise FileError(f"{arguments.input} holds complex numbers, which have no codes; round their real "
+                            "and imaginary parts apart")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
+        written_dtype = code_dtype(fmt.bits) if arguments.codes else result_dtype
         ranges = list(chunk_ranges(source.shape, fmt, arguments.chunk))
         whole = needs_whole_summary(fmt) and len(ranges) > 1
         progress = Progress(source.size * (2 if whole else 1), _show_progress(arguments.progress),
@@ -680,10 +687,11 @@ def run_round(arguments: argparse.Namespace) -> int:
             # (a signal between the temporary file's creation and `target` would leave the file behind)
             with signals_held():
                 target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape,
-                                     result_dtype)
+                                     written_dtype)
             for start, stop, chunk_shape in ranges:
                 rounded, part = round_part(source.read(start, stop).reshape(chunk_shape), start)
-                target.write(np.asarray(rounded, dtype=result_dtype))
+                target.write(_codes_of(rounded, fmt, arguments.input) if arguments.codes
+                             else np.asarray(rounded, dtype=result_dtype))
                 parts.append(part)
                 progress.update(stop + (source.size if whole else 0))
             progress.finish()
@@ -701,7 +709,7 @@ def run_round(arguments: argparse.Namespace) -> int:
         stats = _whole_stats(parts, source, fmt, result_dtype)
         described = fmt.name or repr(fmt)
         print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} "
-              f"({result_dtype})")
+              f"({written_dtype}{' codes' if arguments.codes else ''})")
         seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
                                                                          if arguments.seed is None else "")
         print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
@@ -711,6 +719,24 @@ def run_round(arguments: argparse.Namespace) -> int:
               "(complete); no statistics", file=sys.stderr)
         return _interrupted_status(interruption)
     return 0
+
+
+def _check_codes(fmt) -> None:
+    """Raise UsageError where `fmt` has no codes that ``--codes`` could write."""
+    if isinstance(fmt, rp.ScaledFormat):
+        raise UsageError("--codes", "takes element formats; a scaled format's codes are two arrays (elements and "
+                                    "scales): rpfloat.encode and rpfloat.pack give them from Python")
+    if fmt.bits is None:
+        raise UsageError("--codes", f"needs a format with a bit layout; {fmt!r} has only a precision")
+
+
+def _codes_of(rounded, fmt, source: Path) -> np.ndarray:
+    """The codes of the values `rounded` of `fmt`; FileError where one has none (a
+    NaN in a format without NaN)."""
+    try:
+        return encode_values(np.asarray(rounded, np.float64), fmt)
+    except ValueError as error:
+        raise FileError(f"{source}: {error}") from None
 
 
 def _regular_or_new(path: Path) -> bool:
@@ -773,6 +799,9 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"elements rounded at a time (default {DEFAULT_CHUNK}); the results do not depend on it")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                         help="show a progress bar on stderr (default: where stderr is a terminal)")
+    parser.add_argument("--codes", action="store_true",
+                        help="write the codes (rpfloat.encode's bit patterns, as unsigned integers: uint8 for "
+                             "formats of up to 8 bits) instead of the rounded values; element formats only")
     scaled = parser.add_argument_group(
         "scaled formats", "Any of these makes FORMAT the element format of a scaled format (one scale per block "
                           "of elements), or changes a scaled FORMAT such as mxfp8_e4m3 or nvfp4.")

@@ -264,6 +264,38 @@ def test_out_must_be_npy_or_npz_and_info_points_files_to_round(tmp_path, capsys)
     assert "q2.6" in capsys.readouterr().out  # the element as rp.format reads it back
 
 
+@pytest.mark.parametrize("fmt, mode", [("e4m3", "nearest"), ("e2m1", "stochastic"), ("q8.8", "toward_zero"),
+                                       ("float16", "nearest")])
+def test_codes_are_rp_encode_of_the_whole_chunk_by_chunk(tmp_path, capsys, fmt, mode):
+    x = sample((30, 40), seed=8)
+    x[2, 3] = np.inf  # inf: saturates in e2m1 and q8.8, NaN in e4m3 (its code: 0x7F), inf in float16
+    np.save(tmp_path / "in.npy", x)
+    status = cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "-f", fmt, "-m", mode,
+                       "--seed", "6", "--chunk", "70", "--codes"])
+    printed = capsys.readouterr()
+    assert status == 0, printed.err
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.encode(x, fmt, mode, rng=6))
+    assert "codes)" in printed.out and summary_counts(printed.out)["numbers"] == x.size
+
+
+def test_codes_refuse_formats_and_data_without_codes(tmp_path, capsys):
+    x = sample(20)
+    x[7] = np.nan
+    np.save(tmp_path / "in.npy", x)
+    (tmp_path / "out.npy").write_bytes(b"old")
+    assert cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), "-f", "e2m1", "--codes"]) == 1
+    assert "cannot encode NaN" in capsys.readouterr().err and (tmp_path / "out.npy").read_bytes() == b"old"
+    for options, message in ((["-f", "mxfp4"], "takes element formats"), (["-f", "e4m3", "--block-size", "8"],
+                             "takes element formats"), (["-f", "e5m2", "--mode", "up"], None)):
+        arguments = ["round", str(tmp_path / "in.npy"), str(tmp_path / "x.npy"), *options, "--codes"]
+        if message is None:  # (a valid one, for contrast: NaN has a code in e5m2)
+            assert cli.main(arguments) == 0
+            continue
+        with pytest.raises(SystemExit) as exited:
+            cli.main(arguments)
+        assert exited.value.code == 2 and f"argument --codes: {message}" in capsys.readouterr().err
+
+
 def test_progress_bar_when_asked(tmp_path):
     np.save(tmp_path / "in.npy", sample(5000))
     finished = run_cli("round", "in.npy", "out.npy", "-f", "e4m3", "--chunk", "1000", "--progress", cwd=tmp_path)
