@@ -504,8 +504,7 @@ def chunk_ranges(shape: tuple, fmt, chunk: int) -> Iterator[tuple[int, int, tupl
     array takes plain C-order ranges: its scale comes from a first pass over
     them (`whole_summary`)."""
     size = math.prod(shape)
-    blocked = isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) >= 1
-    if not blocked or size == 0:
+    if not _blocked(fmt, shape) or size == 0:
         for start in range(0, size, chunk):
             stop = min(size, start + chunk)
             yield start, stop, (stop - start,)
@@ -533,11 +532,16 @@ def chunk_ranges(shape: tuple, fmt, chunk: int) -> Iterator[tuple[int, int, tupl
 def chunk_format(fmt, shape: tuple):
     """`fmt` as `chunk_ranges`' chunks of an array of `shape` take it: a scaled
     format's axis counted from the end."""
-    if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) >= 1:
+    if _blocked(fmt, shape):
         negative = fmt.axis % len(shape) - len(shape)
         if negative != fmt.axis:
             return fmt.replace(axis=negative)
     return fmt
+
+
+def _blocked(fmt, shape: tuple) -> bool:
+    """Whether `fmt` has blocks along an axis of an array of `shape`."""
+    return isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and len(shape) >= 1
 
 
 def needs_whole_summary(fmt) -> bool:
@@ -606,8 +610,8 @@ def scaled_format(arguments: argparse.Namespace, shape: tuple | None = None):
         ("--tensor-scale", arguments.tensor_scale)) if value is not None}
     if not changes:
         return fmt
-    if "--axis" in changes and changes.get("--block-size", "tensor" if not isinstance(fmt, rp.ScaledFormat)
-                                           else fmt.block_size) in ("tensor", None):
+    block_size = changes.get("--block-size", fmt.block_size if isinstance(fmt, rp.ScaledFormat) else None)
+    if "--axis" in changes and block_size in ("tensor", None):
         raise UsageError("--axis", "is the axis blocks run along, and one scale per array has none: give "
                                    "--block-size a number, or 'slice' for one scale per slice along the axis")
     if not isinstance(fmt, rp.ScaledFormat):
