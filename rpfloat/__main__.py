@@ -18,6 +18,7 @@ import dataclasses
 import math
 import os
 import secrets
+import shutil
 import signal
 import stat
 import subprocess
@@ -37,7 +38,9 @@ from rpfloat._codes import code_dtype, encode_values
 from rpfloat._plan import plan_for, random_key
 from rpfloat.modes import parse_mode
 from rpfloat.rounding import input_array, round_chunk
-from rpfloat.scaling import run_blocks_of_whole, tensor_scale_of, whole_input, whole_summary
+from rpfloat.scaling import (
+    codes_of_run, run_blocks_of_whole, scale_shape, scaled_plan, tensor_scale_of, whole_input, whole_summary,
+)
 from rpfloat.stats import RoundingStats, kernel_limits, packed_nbytes, rounding_stats
 
 DEMO_FORMATS = ("bfloat16", "float16", "float8_e4m3fn", "float8_e5m2", "q8.8")
@@ -398,12 +401,15 @@ def _reason(error: BaseException) -> str:
 class OutputArray:
     """The rounded array, written in C order to a temporary file next to OUT that
     replaces OUT only once complete (:meth:`commit`); :meth:`discard` removes it.
-    A .npz OUT is an uncompressed archive holding the one array `key`. A symbolic
-    link's target is replaced; an OUT that is no regular file (``/dev/null``, a
-    pipe) is written in place, as it cannot be replaced."""
+    A .npz OUT is an uncompressed archive holding the array `key`, then the
+    `others` (``(name, shape, dtype)``: a scaled format's scale codes), which
+    :meth:`write_other` buffers in a temporary file until :meth:`commit`. A
+    symbolic link's target is replaced; an OUT that is no regular file
+    (``/dev/null``, a pipe) is written in place, as it cannot be replaced."""
 
-    def __init__(self, path: Path, key: str, shape: tuple, dtype: np.dtype):
+    def __init__(self, path: Path, key: str, shape: tuple, dtype: np.dtype, others: Sequence[tuple] = ()):
         self.path = path = Path(os.path.realpath(path))
+        self._others = {name: (other_shape, np.dtype(other_dtype), None) for name, other_shape, other_dtype in others}
         try:
             in_place = path.exists() and not stat.S_ISREG(path.stat().st_mode) and not path.is_dir()
             if in_place:
@@ -416,32 +422,39 @@ class OutputArray:
         except OSError as error:
             raise FileError(f"cannot write {path}: {_reason(error)}") from None
         self._zip = self._member = None
-        header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
-                  "shape": tuple(shape)}
         try:
-            if _is_npz(path):
-                self._zip = zipfile.ZipFile(self._file, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
+            if _is_npz(path) or self._others:
+                archive = self._file if self._temporary is not None else _Unseekable(self._file)
+                self._zip = zipfile.ZipFile(archive, "w", compression=zipfile.ZIP_STORED, allowZip64=True)
                 self._member = self._zip.open(f"{key}.npy", "w", force_zip64=True)
                 target = self._member
             else:
                 target = self._file
-            try:
-                np.lib.format.write_array_header_1_0(target, header)
-            except ValueError:  # a header beyond 64 KiB (millions of dimensions)
-                np.lib.format.write_array_header_2_0(target, header)
+            _write_header(target, shape, dtype)
+            for name, (other_shape, other_dtype, _) in self._others.items():  # (unnamed files, gone when closed)
+                self._others[name] = (other_shape, other_dtype, tempfile.TemporaryFile(dir=path.parent))
         except BaseException:
             self.discard()
             raise
         self._target = target
 
     def write(self, values: np.ndarray) -> None:
-        if values.size:  # (memoryview.cast refuses an empty array of several dimensions)
-            self._target.write(np.ascontiguousarray(values).data.cast("B"))
+        _write_values(self._target, values)
+
+    def write_other(self, name: str, values: np.ndarray) -> None:
+        """Append `values` (C order) to the other array `name`."""
+        _write_values(self._others[name][2], values)
 
     def commit(self) -> None:
         """Finish the file and move it onto OUT (keeping OUT's permissions where it exists)."""
         if self._member is not None:
             self._member.close()
+            for name, (shape, dtype, buffer) in self._others.items():
+                with self._zip.open(f"{name}.npy", "w", force_zip64=True) as member:
+                    _write_header(member, shape, dtype)
+                    buffer.seek(0)
+                    shutil.copyfileobj(buffer, member, 1 << 20)
+                buffer.close()
             self._zip.close()
         self._file.flush()
         if self._temporary is None:  # written in place
@@ -459,7 +472,8 @@ class OutputArray:
         os.replace(self._temporary, self.path)
 
     def discard(self) -> None:
-        for handle in (self._member, self._zip, self._file):
+        buffers = [buffer for _, _, buffer in self._others.values()]
+        for handle in (self._member, self._zip, self._file, *buffers):
             try:
                 if handle is not None:
                     handle.close()
@@ -467,6 +481,41 @@ class OutputArray:
                 pass
         if self._temporary is not None:
             self._temporary.unlink(missing_ok=True)
+
+
+class _Unseekable:
+    """A file written in place (``/dev/null``, a pipe) as zipfile should take it:
+    its position counted, no seeking (``/dev/null`` reports position 0 always)."""
+
+    def __init__(self, file):
+        self._file, self._position = file, 0
+
+    def write(self, data) -> int:
+        self._position += len(memoryview(data).cast("B"))
+        return self._file.write(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def seek(self, *arguments):
+        raise OSError("written in place: not seekable")
+
+    def flush(self) -> None:
+        self._file.flush()
+
+
+def _write_header(target, shape: tuple, dtype: np.dtype) -> None:
+    header = {"descr": np.lib.format.dtype_to_descr(np.dtype(dtype)), "fortran_order": False,
+              "shape": tuple(shape)}
+    try:
+        np.lib.format.write_array_header_1_0(target, header)
+    except ValueError:  # a header beyond 64 KiB (millions of dimensions)
+        np.lib.format.write_array_header_2_0(target, header)
+
+
+def _write_values(target, values: np.ndarray) -> None:
+    if values.size:  # (memoryview.cast refuses an empty array of several dimensions)
+        target.write(np.ascontiguousarray(values).data.cast("B"))
 
 
 class Progress:
@@ -588,6 +637,22 @@ def _part_rounder(fmt, mode, overflow, seed, rand_bits, summary, shape: tuple) -
     return round_part
 
 
+def _part_coder(fmt, mode, overflow, seed, rand_bits, summary, shape: tuple) -> Callable:
+    """``code_part(values, start) -> ScaledCodes`` for the chunks of
+    `chunk_ranges` of a scaled format: the codes `rp.encode` gives them as parts
+    of the whole, rounded as `_part_rounder`'s `round_part` rounds them."""
+    chunk_fmt = chunk_format(fmt, shape)
+    largest, special = summary if summary is not None else (None, False)
+    tensor_scale = tensor_scale_of(largest, fmt) if summary is not None and fmt.tensor_scale else None
+    key = random_key(seed) if parse_mode(mode).is_stochastic else 0
+
+    def code_part(values, start):
+        array = whole_input(input_array(values))
+        plan = scaled_plan(chunk_fmt, mode, overflow, rand_bits, array.dtype)
+        return codes_of_run(array, plan, key, start, largest, special, tensor_scale)
+    return code_part
+
+
 def _check_rounding_arguments(fmt, mode, overflow, rand_bits) -> None:
     """Raise UsageError naming the argument that `rp.round` would refuse."""
     for argument, settings in (("--overflow", (overflow, None)), ("--rand-bits", (overflow, rand_bits))):
@@ -652,7 +717,7 @@ def run_round(arguments: argparse.Namespace) -> int:
     fmt, mode = scaled_format(arguments), arguments.mode  # (options checked before IN is read)
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
     if arguments.codes:
-        _check_codes(fmt)
+        _check_codes(fmt, arguments)
     if arguments.output.suffix.lower() not in (".npy", ".npz") and _regular_or_new(arguments.output):
         raise UsageError("OUT", f"must end in .npy or .npz (which says how it is written), got {arguments.output}; "
                                 "OUT holds the rounded values")
@@ -678,6 +743,7 @@ def run_round(arguments: argparse.Namespace) -> int:
             raise FileError(f"{arguments.input} holds complex numbers, which have no codes; round their real "
                             "and imaginary parts apart")
         result_dtype = _result_dtype(source.dtype, fmt, mode, arguments.overflow, arguments.rand_bits)
+        scaled_codes = arguments.codes and isinstance(fmt, rp.ScaledFormat)
         written_dtype = code_dtype(fmt.bits) if arguments.codes else result_dtype
         ranges = list(chunk_ranges(source.shape, fmt, arguments.chunk))
         whole = needs_whole_summary(fmt) and len(ranges) > 1
@@ -685,17 +751,28 @@ def run_round(arguments: argparse.Namespace) -> int:
                             f"rounding {arguments.input.name}")
         summary = _whole_summary(source, ranges, progress) if whole else None
         round_part = _part_rounder(fmt, mode, arguments.overflow, seed, arguments.rand_bits, summary, source.shape)
+        if scaled_codes:
+            code_part = _part_coder(fmt, mode, arguments.overflow, seed, arguments.rand_bits, summary,
+                                    source.shape)
         parts = []
         target = None
         try:
             # (a signal between the temporary file's creation and `target` would leave the file behind)
             with signals_held():
-                target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape,
-                                     written_dtype)
-            for start, stop, chunk_shape in ranges:
-                rounded, part = round_part(source.read(start, stop).reshape(chunk_shape), start)
-                target.write(_codes_of(rounded, fmt, arguments.input) if arguments.codes
-                             else np.asarray(rounded, dtype=result_dtype))
+                if scaled_codes:
+                    target = OutputArray(arguments.output, "elements", source.shape, written_dtype,
+                                         _scale_members(fmt, source.shape))
+                else:
+                    target = OutputArray(arguments.output, arguments.key or source.key or "arr_0", source.shape,
+                                         written_dtype)
+            for index, (start, stop, chunk_shape) in enumerate(ranges):
+                values = source.read(start, stop).reshape(chunk_shape)
+                rounded, part = round_part(values, start)
+                if scaled_codes:
+                    _write_scaled_codes(target, lambda: code_part(values, start), fmt, index, arguments.input)
+                else:
+                    target.write(_codes_of(rounded, fmt, arguments.input) if arguments.codes
+                                 else np.asarray(rounded, dtype=result_dtype))
                 parts.append(part)
                 progress.update(stop + (source.size if whole else 0))
             progress.finish()
@@ -725,13 +802,44 @@ def run_round(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def _check_codes(fmt) -> None:
-    """Raise UsageError where `fmt` has no codes that ``--codes`` could write."""
-    if isinstance(fmt, rp.ScaledFormat):
-        raise UsageError("--codes", "takes element formats; a scaled format's codes are two arrays (elements and "
-                                    "scales): rpfloat.encode and rpfloat.pack give them from Python")
+def _check_codes(fmt, arguments: argparse.Namespace) -> None:
+    """Raise UsageError where `fmt` has no codes that ``--codes`` could write
+    into OUT, or a scaled format's codes would not fit OUT."""
     if fmt.bits is None:
         raise UsageError("--codes", f"needs a format with a bit layout; {fmt!r} has only a precision")
+    if not isinstance(fmt, rp.ScaledFormat):
+        return
+    if arguments.output.suffix.lower() != ".npz" and _regular_or_new(arguments.output):
+        raise UsageError("OUT", f"must end in .npz for the codes of a scaled format, which are several arrays "
+                                f"(elements, scales{', tensor_scale' if fmt.tensor_scale else ''}), got "
+                                f"{arguments.output}")
+    if arguments.key is not None and not _is_npz(arguments.input):
+        raise UsageError("--key", "names IN's array; OUT's arrays of scaled codes are named elements, scales "
+                                  "and tensor_scale")
+
+
+def _scale_members(fmt, shape: tuple) -> list[tuple]:
+    """``(name, shape, dtype)`` of the arrays that follow a scaled format's
+    element codes in OUT: its scale codes, and its tensor scale where it has one."""
+    members = [("scales", scale_shape(shape, fmt), code_dtype(fmt.scale_bits))]
+    if fmt.tensor_scale:
+        members.append(("tensor_scale", (), np.dtype(np.float32)))
+    return members
+
+
+def _write_scaled_codes(target: OutputArray, codes: Callable, fmt, index: int, source: Path) -> None:
+    """Write chunk `index`'s codes (``codes()``, a ScaledCodes): its element codes and its
+    scale codes, which follow the previous chunks' in C order; the one scale of
+    an array and its tensor scale with the first chunk only."""
+    try:
+        codes = codes()
+    except ValueError as error:  # a NaN block where the scale format has no NaN
+        raise FileError(f"{source}: {error}") from None
+    target.write(codes.elements)
+    if index == 0 or fmt.block_size is not None:
+        target.write_other("scales", np.asarray(codes.scales))
+    if index == 0 and fmt.tensor_scale:
+        target.write_other("tensor_scale", np.asarray(codes.tensor_scale, np.float32))
 
 
 def _codes_of(rounded, fmt, source: Path) -> np.ndarray:
@@ -805,7 +913,8 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
                         help="show a progress bar on stderr (default: where stderr is a terminal)")
     parser.add_argument("--codes", action="store_true",
                         help="write the codes (rpfloat.encode's bit patterns, as unsigned integers: uint8 for "
-                             "formats of up to 8 bits) instead of the rounded values; element formats only")
+                             "formats of up to 8 bits) instead of the rounded values; a scaled format's into an "
+                             ".npz OUT: arrays elements, scales and (two-level scaling) tensor_scale")
     scaled = parser.add_argument_group(
         "scaled formats", "Any of these makes FORMAT the element format of a scaled format (one scale per block "
                           "of elements), or changes a scaled FORMAT such as mxfp8_e4m3 or nvfp4.")

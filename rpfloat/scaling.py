@@ -480,12 +480,20 @@ def encode_scaled(array, fmt: ScaledFormat, mode="nearest", *, rng=None, rand_bi
     plan = scaled_plan(fmt, mode, overflow, rand_bits, array.dtype)
     key = random_key(rng) if plan.mode.is_stochastic else unused_key(rng)
     elements_and_scales = _elements_from_values(array, plan, key)
-    if elements_and_scales is not None:
-        (elements, scales), tensor_scale = elements_and_scales, None
-    else:
-        elements, scales, tensor_scale = run_blocks(array, plan, key, 0, True)
-    element_codes = _codes.encode_values(elements, fmt.element)
-    return ScaledCodes(element_codes, scale_codes(scales, fmt, tensor_scale), tensor_scale)
+    if elements_and_scales is None:
+        return codes_of_run(array, plan, key, 0)
+    elements, scales = elements_and_scales
+    return ScaledCodes(_codes.encode_values(elements, fmt.element), scale_codes(scales, fmt, None), None)
+
+
+def codes_of_run(array, plan: ScaledPlan, key, offset, largest=None, special=False, tensor_scale=None) -> ScaledCodes:
+    """The codes of a contiguous run of a larger array, rounded as
+    `run_blocks_of_whole` rounds it (the same arguments; a whole array: offset 0
+    and the rest left out)."""
+    elements, scales, tensor_scale = run_blocks_of_whole(array, plan, key, offset, True, largest, special,
+                                                         tensor_scale)
+    element_codes = _codes.encode_values(elements, plan.fmt.element)
+    return ScaledCodes(element_codes, scale_codes(scales, plan.fmt, tensor_scale), tensor_scale)
 
 
 def _elements_from_values(array, plan: ScaledPlan, key):
@@ -517,11 +525,11 @@ def _elements_from_values(array, plan: ScaledPlan, key):
 
 def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarray:
     nan = np.isnan(scales)
+    if nan.any() and not fmt.has_nan_scale:
+        raise ValueError(f"cannot encode a NaN block (data holding NaN or inf): {fmt!r} has no NaN scale code")
     if fmt.scale_range is None:
         values = scales / np.float64(tensor_scale if tensor_scale is not None else 1.0)
         return _codes.encode_values(values, fmt.scale_format)
-    if nan.any() and not fmt.has_nan_scale:
-        raise ValueError(f"cannot encode a NaN block (data holding NaN or inf): {fmt!r} has no NaN scale code")
     low = fmt.scale_range[0]
     exponents = np.frexp(np.where(nan, 1.0, scales))[1] - 1
     codes = np.where(nan, _E8M0_NAN, exponents - low)
@@ -585,6 +593,8 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     element_codes = _codes.code_array(codes[0], "element codes")
     scale_codes = _codes.code_array(codes[1], "scale codes")
     tensor_scale = codes[2] if len(codes) == 3 else None
+    if isinstance(tensor_scale, np.ndarray) and tensor_scale.ndim == 0:  # as np.load gives it back
+        tensor_scale = tensor_scale[()]
     check_tensor_scale_given(fmt, tensor_scale)
     if tensor_scale is not None and not (isinstance(tensor_scale, (numbers.Real, np.floating, np.integer))
                                          and 0 < float(tensor_scale) < math.inf):

@@ -569,9 +569,12 @@ def test_decode_checks_the_tensor_scale_and_the_scales_sign():
     for missing in ((codes.elements, codes.scales), (codes.elements, codes.scales, None)):
         with pytest.raises(ValueError, match="has a tensor scale"):
             rp.decode(missing, two_level)
-    for bad in (0.0, -1.0, np.inf, np.nan, "2"):
+    for bad in (0.0, -1.0, np.inf, np.nan, "2", np.array([codes.tensor_scale])):
         with pytest.raises(ValueError, match="tensor scale must be a positive finite number"):
             rp.decode((codes.elements, codes.scales, bad), two_level)
+    # a 0-d array, as np.load gives it back from an .npz of the codes
+    as_loaded = (codes.elements, codes.scales, np.asarray(codes.tensor_scale))
+    assert_same(rp.decode(as_loaded, two_level), rp.round(x, two_level), "0-d tensor scale")
     for name in ("nvfp4", "mxfp4"):
         plain = rp.encode(x, name)
         with pytest.raises(ValueError, match="has no tensor scale"):
