@@ -189,11 +189,10 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=No
     """
     a_values, _ = exact_operand(a, "a")
     b_values, _ = exact_operand(b, "b")
-    if a_values.ndim > 2 or b_values.ndim > 2:
-        raise ValueError(
-            f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and "
-            f"{b_values.ndim}; use rp.matmul for stacks of matrices"
-        )
+    if not (1 <= a_values.ndim <= 2 and 1 <= b_values.ndim <= 2):
+        hint = "round a * b for scalars" if min(a_values.ndim, b_values.ndim) == 0 else \
+            "use rp.matmul for stacks of matrices"
+        raise ValueError(f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and {b_values.ndim}; {hint}")
     return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k,
                   rand_bits=rand_bits)
 
@@ -275,20 +274,20 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     a_values, a_dtype = exact_operand(a, "a")
     b_values, b_dtype = exact_operand(b, "b")
     if a_values.ndim == 0 or b_values.ndim == 0:
-        raise ValueError("matmul: a and b must have at least one dimension; round a * b for scalars")
+        raise ValueError("rp.matmul: a and b must have at least one dimension; round a * b for scalars")
     a_matrix = a_values[None, :] if a_values.ndim == 1 else a_values
     b_matrix = b_values[:, None] if b_values.ndim == 1 else b_values
     rows, inner = a_matrix.shape[-2:]
     if b_matrix.shape[-2] != inner:
         raise ValueError(
-            f"matmul: the inner dimensions differ: a has {a_values.shape}, b has "
+            f"rp.matmul: the inner dimensions differ: a has {a_values.shape}, b has "
             f"{b_values.shape} ({inner} != {b_matrix.shape[-2]})"
         )
     cols = b_matrix.shape[-1]
     try:
         batch = np.broadcast_shapes(a_matrix.shape[:-2], b_matrix.shape[:-2])
     except ValueError:
-        raise ValueError(f"matmul: the stacks of a {a_values.shape} and b {b_values.shape} do not broadcast "
+        raise ValueError(f"rp.matmul: the stacks of a {a_values.shape} and b {b_values.shape} do not broadcast "
                          f"({a_matrix.shape[:-2]} against {b_matrix.shape[:-2]})") from None
     groups = int(np.prod(batch, dtype=np.int64))
     a_rows = np.broadcast_to(a_matrix, batch + (rows, inner)).reshape(groups, rows, inner)

@@ -127,15 +127,21 @@ class RoundingStats:
         counts and bytes add, maxima are the largest, means are weighted by
         ``error_count`` (``rel_error_count``). ``bytes_after`` adds each chunk's
         padding to whole bytes; recompute it with :func:`packed_nbytes` for the whole.
+        The means equal the whole's up to rounding: their sums are added in
+        another order.
 
         Examples
         --------
-        >>> import numpy as np, rpfloat as rp
+        >>> import math, numpy as np, rpfloat as rp
         >>> from rpfloat.stats import RoundingStats
-        >>> x = np.array([0.1, 0.2, 0.3, 0.4])
+        >>> x = np.random.default_rng(0).standard_normal(1000)
         >>> whole = rp.round(x, "e4m3", stats=True)[1]
-        >>> halves = [rp.round(part, "e4m3", stats=True)[1] for part in (x[:2], x[2:])]
-        >>> RoundingStats.combined(halves) == whole
+        >>> halves = [rp.round(part, "e4m3", stats=True)[1] for part in (x[:500], x[500:])]
+        >>> combined = RoundingStats.combined(halves)
+        >>> fields = ("count", "inexact", "max_rel_error")
+        >>> [getattr(combined, field) for field in fields] == [getattr(whole, field) for field in fields]
+        True
+        >>> math.isclose(combined.mean_rel_error, whole.mean_rel_error, rel_tol=1e-14)
         True
         """
         parts = list(parts)

@@ -345,9 +345,11 @@ def test_bad_arguments():
         rp_sum([1j], "bfloat16")
     with pytest.raises(ValueError, match="inner"):
         matmul(np.ones((2, 3)), np.ones((2, 3)), "bfloat16")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="rp.matmul: a and b must have at least one dimension"):
         matmul(1.0, np.ones(3), "bfloat16")
-    with pytest.raises(ValueError, match="rp.matmul"):
+    with pytest.raises(ValueError, match="rp.dot takes vectors and matrices.*round a \\* b for scalars"):
+        dot(np.array(2.0), np.ones(7), "bfloat16")
+    with pytest.raises(ValueError, match="use rp.matmul"):
         dot(np.ones((2, 2, 2)), np.ones((2, 2)), "bfloat16")
     with pytest.raises(TypeError, match="fma"):
         dot([1.0], [1.0], "bfloat16", fma="yes")
