@@ -107,9 +107,11 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
 
     Returns
     -------
-    numpy scalar or ndarray
+    numpy scalar, ndarray or RPArray
         Of dtype ``np.result_type(x.dtype, fmt.carrier)`` (ints and bools count as
-        float64); an ndarray with `keepdims`. An empty sum is 0.
+        float64); an ndarray with `keepdims`. An empty sum is 0. An RPArray `x`
+        gives an RPArray of `fmt` (its carrier's dtype) in the mode of the sum,
+        sharing `x`'s generator, as ``x.sum(per_step=True)`` does.
 
     Examples
     --------
@@ -142,10 +144,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     rand_bits = check_rand_bits(rand_bits, mode)
     if not isinstance(keepdims, (bool, np.bool_)):
         raise TypeError(f"keepdims must be True or False, got {keepdims!r}")
-    if rng is None and mode.is_stochastic:
-        rng = _operand_generator(x)
     pairwise_order(order)
     block_k = block_size(block_k, order)
+    array_result, rng = _array_result(x, None, mode, rng)
     values, dtype = exact_operand(x, "x")
     out_dtype = result_dtype(dtype, fmt)
     axes = reduced_axes(axis, values.ndim)
@@ -157,11 +158,15 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     columns = np.transpose(values, list(axes) + kept).reshape(1, n, count)
     out = np.zeros((1, 1, count))
     if n and out.size:
-        setup = _rounding_setup(_bounded(fmt, out_dtype))
+        # an RPArray result rounds as RPArrays do: exp_bits=None within its carrier's range
+        setup = _rounding_setup(_bounded(fmt, out_dtype if array_result is None else fmt.carrier))
         _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out, setup, setup,
                     int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
     if keepdims:
         shape = tuple(1 if d in axes else values.shape[d] for d in range(values.ndim))
+    if array_result is not None:
+        return array_result(out.reshape(shape), fmt)
+    if keepdims:
         return out.reshape(shape).astype(out_dtype)
     return _finish(out.reshape(shape), out_dtype)
 
@@ -338,13 +343,6 @@ def _mode_of(mode, *operands):
 
         mode = next((x.mode for x in operands if isinstance(x, RPArray)), "nearest")
     return parse_mode(mode)
-
-
-def _operand_generator(x):
-    """The generator of an RPArray `x` (None for other operands, or without one)."""
-    from .array import RPArray
-
-    return x.rng if isinstance(x, RPArray) else None
 
 
 def _array_result(a, b, mode, rng):

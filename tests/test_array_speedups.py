@@ -246,6 +246,25 @@ def test_sum_per_step_is_rp_sum(mode, order, acc):
             assert result.rng is a.rng  # results share the generator, as ufunc results do
 
 
+@pytest.mark.parametrize("mode", ["nearest", "stochastic"])
+def test_rp_sum_of_an_rparray_is_an_rparray(mode):
+    """As rp.dot and rp.matmul of RPArrays: rp.sum gives what the method gives,
+    an RPArray of the accumulator's format, drawing from the array's generator."""
+    x = np.random.default_rng(3).standard_normal((6, 5)) * 100
+    for axis, keepdims in ((None, False), (0, False), (1, True)):
+        a, twin = asarray(x, "bfloat16", mode, rng=5), asarray(x, "bfloat16", mode, rng=5)
+        result = rp.sum(a, "e5m2", axis=axis, keepdims=keepdims)
+        expected = twin.sum(axis, per_step=True, acc="e5m2", keepdims=keepdims)
+        assert isinstance(result, RPArray) and result.fmt == rp.format("e5m2") and result.mode == mode
+        assert result.dtype == np.float16 and result.shape == expected.shape
+        same_bits(result, expected)
+        if mode == "stochastic":
+            assert result.rng is a.rng
+    precision_only = rp.FloatFormat(None, 7)  # within float16's range, as the array rounds
+    column = asarray([6e4, 6e4, -6e4], "bfloat16")
+    same_bits(rp.sum(column, precision_only), rp.sum(np.asarray(column), rp.FloatFormat(5, 7)))
+
+
 @pytest.mark.parametrize("mode", ["nearest", "up", "stochastic"])
 @pytest.mark.parametrize("options", [{}, {"acc": "float32"}, {"fma": True, "acc": "float32"},
                                      {"order": "pairwise"}, {"order": "kahan"}, {"block_k": 4}])
