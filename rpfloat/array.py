@@ -67,10 +67,11 @@ modes on formats with p <= 25, with every operand an RPArray of a contained
 format, skip that step. The results are correctly rounded in every mode, with
 exact stochastic probabilities, for every format, as long as operands stay below
 ``2**995`` and results above ``2**-969`` and below float64's overflow in magnitude
-(only formats whose range reaches past ``2**511`` get past that; there the float64
-result is rounded, so a product beyond float64's range is inf before its rounding,
-and the directed modes give inf where the exact product would give the format's
-max). For division
+(only formats whose range reaches past ``2**511``, or whose smallest values lie
+below ``2**-484``, get past that; there the float64 result is rounded, so a
+product beyond float64's range is inf before its rounding, and the directed modes
+give inf where the exact product would give the format's max, or 0 where it would
+give the format's smallest subnormal). For division
 and sqrt the error's magnitude is itself rounded, which can move a stochastic
 probability by a relative ``2**-53``. Other ufuncs (``exp``, ``power``, ...) round
 their float64 result, which is as accurate as NumPy's.

@@ -173,8 +173,8 @@ def input_array(x, name="x") -> np.ndarray:
         try:
             array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
         except OverflowError:
-            raise ValueError(f"{name} holds an integer beyond float64's range (2**1024), which rpfloat does not "
-                             "compute in") from None
+            raise ValueError(f"{name} holds an integer beyond float64's range (it rounds to 2**1024 or more), "
+                             "which rpfloat does not compute in") from None
     elif is_ml_dtype(array.dtype):
         array = array.astype(np.float32)
     if array.dtype.kind not in "biufc":
@@ -220,9 +220,11 @@ def _names_a_format(x) -> bool:
 
 
 def _python_numbers(array) -> bool:
-    """Whether every item of the object array is a Python int (not bool) or float."""
-    return all(isinstance(item, (numbers.Integral, float)) and not isinstance(item, (bool, np.bool_))
-               for item in array.flat)
+    """Whether every item of the object array is an int, a bool or a float (of
+    Python or NumPy, at most float64 wide): numbers that float64 takes, Python
+    ints beyond int64 rounded once."""
+    return all(isinstance(item, (numbers.Integral, float, np.bool_))
+               or (isinstance(item, np.floating) and item.dtype.itemsize <= 8) for item in array.flat)
 
 
 def _overlaps_elsewhere(array, result) -> bool:
@@ -243,8 +245,8 @@ def _prepare_out(out, shape, dtype) -> np.ndarray:
         return np.empty(shape, dtype=dtype)
     if not isinstance(out, np.ndarray):
         raise TypeError(f"out must be a numpy ndarray, got {type(out).__name__}")
-    if out.dtype != dtype:
-        raise TypeError(f"out must have the result dtype {dtype}, got {out.dtype}")
+    if out.dtype != dtype and out.dtype.newbyteorder("=") != dtype:  # (either byte order)
+        raise TypeError(f"out must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
     if out.shape != shape:
         raise ValueError(f"out must have the shape of x, {shape}, got {out.shape}")
     if not out.flags.writeable:

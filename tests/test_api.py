@@ -267,6 +267,23 @@ def test_buffered_paths_give_the_direct_paths_bits(mode):
         np.testing.assert_array_equal(bits(got.astype(np.float32)), bits(direct), err_msg=str(other.dtype))
 
 
+@pytest.mark.parametrize("fmt", ["e5m2", "bfloat16", "mxfp8_e4m3"])
+def test_big_endian_out_including_x_itself(fmt):
+    """out= of the result dtype in the other byte order is taken, as NumPy's ufuncs
+    take it, also as x itself; another dtype is still refused, named."""
+    x = np.random.default_rng(5).standard_normal(2 * CHUNK + 3).astype(np.float32)
+    expected, expected_stats = rp.round(x, fmt, "stochastic", rng=2, stats=True)
+    swapped = x.astype(">f4")
+    out = np.empty_like(swapped)
+    assert rp.round(swapped, fmt, "stochastic", rng=2, out=out) is out
+    np.testing.assert_array_equal(bits(out.astype(np.float32)), bits(expected))
+    rounded, stats = rp.round(swapped, fmt, "stochastic", rng=2, out=swapped, stats=True)
+    assert rounded is swapped and stats == expected_stats
+    np.testing.assert_array_equal(bits(swapped.astype(np.float32)), bits(expected))
+    with pytest.raises(TypeError, match="out must have the result dtype float32, got >f8"):
+        rp.round(x, fmt, out=np.empty(x.shape, ">f8"))
+
+
 @pytest.mark.parametrize("mode", ["nearest", "stochastic"])
 def test_buffered_paths_on_threads_and_in_place(mode, small_ranges):
     """Above the parallel threshold each thread converts through its own buffers;
@@ -428,10 +445,16 @@ def test_lists_of_python_ints_and_floats():
     assert rp.round([2**64, 2.5], "bfloat16").tolist() == [2.0**64, 2.5]
     assert rp.round([2**64 + 2**40, 1], "bfloat16", "up").tolist() == rp.round(
         np.array([2.0**64 + 2.0**40, 1.0]), "bfloat16", "up").tolist()
-    with pytest.raises(ValueError, match="x holds an integer beyond float64's range"):
-        rp.round(2**1100, "bfloat16")
-    with pytest.raises(TypeError, match="x must hold real or complex numbers"):
-        rp.round([Fraction(1, 3), 1.0], "bfloat16")
+    # bools and NumPy floats beside them too, as beside ordinary ints
+    assert rp.round([True, 2**70], "float64").tolist() == [1.0, 2.0**70]
+    assert rp.round([np.float32(1.1), 2**70], "bfloat16").tolist() == rp.round(
+        np.array([np.float32(1.1), 2.0**70]), "bfloat16").tolist()
+    for beyond in (2**1100, 2**1024 - 2**970):  # (the second rounds up to 2**1024)
+        with pytest.raises(ValueError, match="x holds an integer beyond float64's range"):
+            rp.round(beyond, "bfloat16")
+    for other in ([Fraction(1, 3), 1.0], [np.longdouble(1.5), 2**70]):  # (a long double would be rounded)
+        with pytest.raises(TypeError, match="x must hold real or complex numbers"):
+            rp.round(other, "bfloat16")
 
 
 # -- bad input ------------------------------------------------------------------
