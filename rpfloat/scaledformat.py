@@ -200,7 +200,18 @@ class ScaledFormat(Replaceable):
 
     @property
     def carrier(self) -> type:
-        return np.float64 if self.element.carrier is np.float64 or self.tensor_scale else np.float32
+        """float32 where every scale times every element is a float32 (float32 data
+        stay within its range: the scales follow the data), else float64: an element
+        of float64, a tensor scale, or significand scales whose products with the
+        elements have more than 24 significant bits or a finer step than 2**-149."""
+        if self.element.carrier is np.float64 or self.tensor_scale:
+            return np.float64
+        if isinstance(self.scale_format, FloatFormat):
+            precision = _precision(self.element) + self.scale_format.precision
+            finest_step = _quantum_exponent(self.element) + _quantum_exponent(self.scale_format)
+            if precision > 24 or finest_step < -149:
+                return np.float64
+        return np.float32
 
     def __repr__(self) -> str:
         arguments = [("element", _named(self.element))]
@@ -245,6 +256,20 @@ def _check_scale_rounds_once(scale_format: FloatFormat, element, tensor_scale: b
         f"its precision of {precision} bits, the element max's {element_bits}{with_tensor} come to "
         f"{precision + element_bits + tensor_bits}, past float64's 53. Use a scale format with fewer "
         "significand bits, or an element whose largest value has fewer")
+
+
+def _precision(element) -> int:
+    """The most significant bits of a value of `element`."""
+    if isinstance(element, FloatFormat):
+        return element.precision
+    k_min, k_max = element._k_range()
+    largest_odd = max(magnitude - (magnitude % 2 == 0) for magnitude in (-k_min, k_max, 1))
+    return largest_odd.bit_length()
+
+
+def _quantum_exponent(fmt) -> int:
+    """The exponent of the finest step of `fmt`: its values are multiples of 2**it."""
+    return fmt._quantum_exp() if isinstance(fmt, FloatFormat) else -fmt.frac_bits
 
 
 def _significant_bits(value: float) -> int:

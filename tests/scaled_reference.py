@@ -313,9 +313,28 @@ def _block_scale(values, fmt, g):
 
 def _result_dtype(dtype, fmt) -> np.dtype:
     """float64 for float64 data, for a tensor scale (block scale times g has up to
-    28 significant bits) and for elements float32 cannot hold; else float32."""
+    28 significant bits), for elements float32 cannot hold and for float scales
+    whose products with the elements may not be float32 numbers (more than 24
+    significant bits, or a step below 2**-149); else float32."""
     wide = np.dtype(dtype) == np.float64 or fmt.tensor_scale or fmt.element.carrier is np.float64
+    if is_float_format(fmt.scale_format):
+        bits = _most_bits(fmt.element) + fmt.scale_format.man_bits + 1
+        wide = wide or bits > 24 or _least_step(fmt.element) * _least_step(fmt.scale_format) < Fraction(2) ** -149
     return np.dtype(np.float64) if wide else np.dtype(np.float32)
+
+
+def _most_bits(element) -> int:
+    """The most significant bits of a value of `element`."""
+    if is_float_format(element):
+        return element.man_bits + 1
+    return max((k >> ((k & -k).bit_length() - 1)).bit_length() for k in map(abs, fixed_range(element)) if k)
+
+
+def _least_step(fmt) -> Fraction:
+    """A bound below the spacing of every value of `fmt`."""
+    if is_float_format(fmt):
+        return smallest_subnormal(fmt) * (1 if fmt.subnormals else Fraction(2) ** -fmt.man_bits)
+    return Fraction(2) ** -fmt.frac_bits
 
 
 def scaled_reference(x, fmt, mode: str = "nearest") -> ScaledReference:

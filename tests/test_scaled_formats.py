@@ -481,6 +481,9 @@ ROUND_TRIP_FORMATS = [rp.format(name) for name in rp.scaled_formats] + [
     rp.ScaledFormat("e2m1", block_size=16, scale_format="e4m3", tensor_scale=True),
     rp.ScaledFormat("e5m2", block_size=None),
     rp.ScaledFormat("e2m3", block_size=8, axis=0, scale_rounding="rceil"),
+    # products of 15 + 11 and 4 + 24 significant bits: float64 results for float32 data
+    rp.ScaledFormat(rp.FixedFormat(12, 4), block_size=2, scale_format="float16"),
+    rp.ScaledFormat("e4m3", block_size=2, scale_format="float32"),
 ]
 
 
@@ -507,8 +510,10 @@ def test_encode_decode_round_trip(fmt):
                 if isinstance(fmt.scale_format, tuple):  # (-10, 10): codes s + 10 in [0, 20]
                     assert codes.scales.dtype.kind == "u"
                     assert (codes.scales <= 20).all()
-                else:  # E8M0 or E4M3 codes
+                elif fmt.scale_format == "e8m0":
                     assert codes.scales.dtype == np.uint8
+                else:  # a float scale format's codes
+                    assert codes.scales.dtype == rp.encode(np.zeros(1), fmt.scale_format).dtype
                 if fmt.tensor_scale:
                     assert isinstance(codes.tensor_scale, np.float32)
                 else:
