@@ -431,8 +431,11 @@ class OutputArray:
             else:
                 target = self._file
             _write_header(target, shape, dtype)
-            for name, (other_shape, other_dtype, _) in self._others.items():  # (unnamed files, gone when closed)
-                self._others[name] = (other_shape, other_dtype, tempfile.TemporaryFile(dir=path.parent))
+            # unnamed files, gone when closed: beside the temporary OUT, or (OUT written in place,
+            # in a folder such as /dev that may not be writable) in the system's temporary folder
+            folder = None if self._temporary is None else self._temporary.parent
+            for name, (other_shape, other_dtype, _) in self._others.items():
+                self._others[name] = (other_shape, other_dtype, tempfile.TemporaryFile(dir=folder))
         except BaseException:
             self.discard()
             raise
@@ -733,7 +736,7 @@ def run_round(arguments: argparse.Namespace) -> int:
         if source.names is not None and len(source.names) > 1 and _same_file(arguments.input, arguments.output):
             others = ", ".join(name for name in source.names if name != source.key)
             raise UsageError("OUT", f"is IN itself, whose other arrays ({others}) would be lost: an .npz OUT "
-                                    "holds the rounded array alone; write another file")
+                                    "holds the rounded array (or its codes) alone; write another file")
         fmt = scaled_format(arguments, source.shape)  # (again: --block-size slice takes IN's axis length)
         if isinstance(fmt, rp.ScaledFormat) and fmt.block_size is not None and source.shape:
             _check_axis(fmt.axis, source.shape)
@@ -789,8 +792,10 @@ def run_round(arguments: argparse.Namespace) -> int:
     try:
         stats = _whole_stats(parts, source, fmt, result_dtype)
         described = fmt.name or repr(fmt)
-        print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} "
-              f"({written_dtype}{' codes' if arguments.codes else ''})")
+        written = f"{written_dtype}{' codes' if arguments.codes else ''}"
+        if scaled_codes:
+            written = f"{written_dtype} element codes, {code_dtype(fmt.scale_bits)} scale codes"
+        print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} ({written})")
         seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
                                                                          if arguments.seed is None else "")
         print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
@@ -814,7 +819,8 @@ def _check_codes(fmt, arguments: argparse.Namespace) -> None:
                                 f"(elements, scales{', tensor_scale' if fmt.tensor_scale else ''}), got "
                                 f"{arguments.output}")
     if arguments.key is not None and not _is_npz(arguments.input):
-        raise UsageError("--key", "names IN's array; OUT's arrays of scaled codes are named elements, scales "
+        raise UsageError("--key", f"names the array of an .npz IN, and {arguments.input} is an .npy file; "
+                                  "OUT's arrays of a scaled format's codes are always named elements, scales "
                                   "and tensor_scale")
 
 
@@ -827,13 +833,13 @@ def _scale_members(fmt, shape: tuple) -> list[tuple]:
     return members
 
 
-def _write_scaled_codes(target: OutputArray, codes: Callable, fmt, index: int, source: Path) -> None:
-    """Write chunk `index`'s codes (``codes()``, a ScaledCodes): its element codes and its
-    scale codes, which follow the previous chunks' in C order; the one scale of
-    an array and its tensor scale with the first chunk only."""
+def _write_scaled_codes(target: OutputArray, code_chunk: Callable, fmt, index: int, source: Path) -> None:
+    """Write chunk `index`'s codes (``code_chunk()``, a ScaledCodes): its element
+    codes and its scale codes, which follow the previous chunks' in C order; the
+    one scale of an array and its tensor scale with the first chunk only."""
     try:
-        codes = codes()
-    except ValueError as error:  # a NaN block where the scale format has no NaN
+        codes = code_chunk()
+    except ValueError as error:  # a value without a code: a NaN block where the scale format has no NaN
         raise FileError(f"{source}: {error}") from None
     target.write(codes.elements)
     if index == 0 or fmt.block_size is not None:
@@ -906,7 +912,8 @@ def add_round_arguments(parser: argparse.ArgumentParser) -> None:
                         help="random bits per stochastic rounding, 1 to 64 (default 64)")
     parser.add_argument("--key", default=None, metavar="NAME",
                         help="the array of an .npz IN to round (default: its only one), and its name in an "
-                             ".npz OUT (default: the input's name, else arr_0)")
+                             ".npz OUT (default: the input's name, else arr_0; a scaled format's --codes: "
+                             "elements, scales and tensor_scale)")
     parser.add_argument("--chunk", type=_int_at_least(1, "--chunk"), default=DEFAULT_CHUNK, metavar="ELEMENTS",
                         help=f"elements rounded at a time (default {DEFAULT_CHUNK}); the results do not depend on it")
     parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,

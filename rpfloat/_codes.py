@@ -35,7 +35,7 @@ def code_array(codes, name="codes", kinds="iu") -> np.ndarray:
             elif min(values) >= -(1 << 63) and max(values) < 1 << 63:
                 array = np.array(values, np.int64).reshape(array.shape)
             else:
-                raise ValueError(f"{name} must fit in 64 bits (below 2**64), got "
+                raise ValueError(f"{name} must fit in 64 bits, got "
                                  f"{max(values, key=abs)}")
     if array.dtype.kind not in kinds:
         kind = "unsigned integers" if kinds == "u" else "integers"

@@ -198,6 +198,9 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=No
         hint = "round a * b for scalars" if min(a_values.ndim, b_values.ndim) == 0 else \
             "use rp.matmul for stacks of matrices"
         raise ValueError(f"rp.dot takes vectors and matrices, got ndim {a_values.ndim} and {b_values.ndim}; {hint}")
+    if a_values.shape[-1] != b_values.shape[0]:
+        raise ValueError(f"rp.dot: the inner dimensions differ: a has {a_values.shape}, b has {b_values.shape} "
+                         f"({a_values.shape[-1]} != {b_values.shape[0]})")
     return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k,
                   rand_bits=rand_bits)
 
@@ -349,7 +352,7 @@ def _array_result(a, b, mode, rng):
     """``(make, rng)``: for RPArray operands, ``make(values, acc)`` builds the
     RPArray result, and `rng` is what the kernel's key comes from; ``(None, rng)``
     for other operands."""
-    from .array import RPArray, stochastic_generator  # rpfloat.array imports this module
+    from .array import RPArray, _per_step_result, _Target, stochastic_generator  # (array imports this module)
 
     operands = [x for x in (a, b) if isinstance(x, RPArray)]
     if not operands:
@@ -365,8 +368,8 @@ def _array_result(a, b, mode, rng):
             elif rng is None:
                 rng = generator  # the key comes from the operand's generator too
 
-    def make(values, acc):
-        return RPArray(values, acc, mode, rng=generator)
+    def make(values, acc):  # (values of acc already: no rounding, no draw)
+        return _per_step_result(values, acc, _Target(acc, mode, generator))
 
     return make, rng
 

@@ -78,7 +78,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     device array
         Of `x`'s shape and dtype (float64 for float32 data onto a format whose
         values need it, as on the CPU: fixed point wider than float32, scaled
-        formats with a tensor scale), and of its kind where feasible: a CuPy array
+        formats whose ``carrier`` is float64), and of its kind where feasible: a CuPy array
         for CuPy input, a torch tensor on the same device for torch input, a
         numba device array otherwise. The kernel runs on numba's default stream,
         asynchronously: the legacy default stream, which CuPy and torch use

@@ -83,10 +83,11 @@ class ScaledFormat(Replaceable):
         ``bits + scale_bits / block_size`` (None for one scale per array).
     carrier : type
         The dtype ``rp.round`` returns for float16 and float32 data:
-        ``np.float32``, unless the element needs float64 or the format has a
+        ``np.float32``, unless the element needs float64, the format has a
         tensor scale (a block scale times a float32 tensor scale has up to 28
-        significant bits). With power-of-two or few-bit scales, rounded float32
-        data are float32 numbers.
+        significant bits), or a significand scale times an element need not be
+        a float32 (more than 24 significant bits together, or a step below
+        2**-149). Rounded float32 data are then float32 numbers.
 
     Examples
     --------

@@ -351,6 +351,8 @@ def test_bad_arguments():
         dot(np.array(2.0), np.ones(7), "bfloat16")
     with pytest.raises(ValueError, match="use rp.matmul"):
         dot(np.ones((2, 2, 2)), np.ones((2, 2)), "bfloat16")
+    with pytest.raises(ValueError, match=r"rp.dot: the inner dimensions differ: a has \(2, 3\), b has \(2,\)"):
+        dot(np.ones((2, 3)), np.ones(2), "bfloat16")
     with pytest.raises(TypeError, match="fma"):
         dot([1.0], [1.0], "bfloat16", fma="yes")
     with pytest.raises(getattr(np, "exceptions", np).AxisError):

@@ -258,8 +258,9 @@ def test_rp_sum_of_an_rparray_is_an_rparray(mode):
         assert isinstance(result, RPArray) and result.fmt == rp.format("e5m2") and result.mode == mode
         assert result.dtype == np.float16 and result.shape == expected.shape
         same_bits(result, expected)
-        if mode == "stochastic":
+        if mode == "stochastic":  # the same generator, drawn from as often as the method draws
             assert result.rng is a.rng
+            assert a.rng.bit_generator.state == twin.rng.bit_generator.state
     precision_only = rp.FloatFormat(None, 7)  # within float16's range, as the array rounds
     column = asarray([6e4, 6e4, -6e4], "bfloat16")
     same_bits(rp.sum(column, precision_only), rp.sum(np.asarray(column), rp.FloatFormat(5, 7)))
@@ -284,6 +285,13 @@ def test_matmul_and_dot_per_step_are_rp_matmul(mode, options):
         assert isinstance(result, RPArray) and result.fmt == acc and result.mode == mode
         assert result.dtype == acc.carrier
         same_bits(result, expected)
+    # rp.matmul of RPArrays draws once from their generator, as the methods do
+    a_twin, b_twin = asarray(x, "bfloat16", mode, rng=32), asarray(y, "bfloat16", mode, rng=32)
+    by_function = rp.matmul(a_twin, b_twin, "bfloat16", **options)
+    by_method = asarray(x, "bfloat16", mode, rng=32).matmul(asarray(y, "bfloat16", mode, rng=32), **options)
+    same_bits(by_function, by_method)
+    if mode == "stochastic":
+        assert a_twin.rng.bit_generator.state == by_method.rng.bit_generator.state
 
 
 @pytest.mark.parametrize("mode", ["nearest", "toward_zero"])

@@ -305,13 +305,14 @@ def test_scaled_codes_are_rp_encode_of_the_whole_chunk_by_chunk(tmp_path, capsys
         assert same_bits(rp.decode(tuple(written.values()), scaled).astype(values.dtype), values)
 
 
-def test_scaled_codes_refuse_an_npy_out_and_unencodable_blocks(tmp_path, capsys):
+@pytest.mark.skipif(sys.platform == "win32", reason="named pipes")
+def test_scaled_codes_refuse_an_npy_out_and_unencodable_blocks(tmp_path, capsys, monkeypatch):
     x = sample(64)
     x[5] = np.inf
     np.save(tmp_path / "in.npy", x)
     (tmp_path / "out.npz").write_bytes(b"old")
     for arguments, name in (([str(tmp_path / "out.npy")], "OUT: must end in .npz"),
-                            ([str(tmp_path / "out.npz"), "--key", "w"], "--key: names IN's array")):
+                            ([str(tmp_path / "out.npz"), "--key", "w"], "--key: names the array of an .npz IN")):
         with pytest.raises(SystemExit) as exited:
             cli.main(["round", str(tmp_path / "in.npy"), *arguments, "-f", "mxfp8_e4m3", "--codes"])
         assert exited.value.code == 2 and f"argument {name}" in capsys.readouterr().err
@@ -322,8 +323,18 @@ def test_scaled_codes_refuse_an_npy_out_and_unencodable_blocks(tmp_path, capsys)
     assert (tmp_path / "out.npz").read_bytes() == b"old"
     with pytest.raises(ValueError, match="has no NaN scale code"):
         rp.encode(x, rp.ScaledFormat("e4m3", block_size=16, scale_format="e3m2"))
-    # /dev/null (for the statistics alone) takes the archive too
-    assert cli.main(["round", str(tmp_path / "in.npy"), os.devnull, "-f", "mxfp4", "--codes"]) == 0
+    # an OUT written in place takes the archive too (its scale codes buffered in the system's
+    # temporary folder: OUT's, such as /dev, need not be writable): a named pipe
+    os.mkfifo(tmp_path / "pipe")
+    folders = []
+    buffer = cli.tempfile.TemporaryFile
+    monkeypatch.setattr(cli.tempfile, "TemporaryFile", lambda dir=None: folders.append(dir) or buffer(dir=dir))
+    reader = subprocess.Popen(["cat", str(tmp_path / "pipe")], stdout=subprocess.PIPE)
+    assert cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "pipe"), "-f", "mxfp4", "--codes"]) == 0
+    assert folders == [None]
+    piped = np.load(__import__("io").BytesIO(reader.communicate(timeout=60)[0]))
+    expected = rp.encode(x, "mxfp4")
+    assert same_bits(piped["elements"], expected.elements) and same_bits(piped["scales"], expected.scales)
 
 
 def test_codes_refuse_formats_and_data_without_codes(tmp_path, capsys):

@@ -308,7 +308,8 @@ def _column_signature(signature):
     return types.void(data.copy(ndim=3), target.copy(ndim=3), scales.copy(ndim=3), *signature.args[3:])
 
 
-# by target dtype: float32 (a format's own values), float64 (with a tensor scale)
+# by target dtype: float32 (a format's own values), float64 (a tensor scale, or scales times
+# elements wider than float32: ScaledFormat.carrier)
 GRID_SIGNATURES = {np.dtype(np.float32): _grid_signature(types.float32),
                    np.dtype(np.float64): _grid_signature(types.float64)}
 DIVISION_SIGNATURES = {np.dtype(np.float32): _division_signature(types.float32),
