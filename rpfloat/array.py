@@ -1100,6 +1100,8 @@ def _handled(x) -> bool:
         return True
     if isinstance(x, (np.ndarray, np.generic)):
         return x.dtype.kind in "biuf" or is_ml_dtype(x.dtype)
+    if isinstance(x, numbers.Real) and not isinstance(x, (int, float)):
+        return False  # Fraction and the like: no float64 value without a rounding (a TypeError)
     return isinstance(x, _HANDLED_TYPES) and not isinstance(x, (str, bytes))
 
 

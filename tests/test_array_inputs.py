@@ -267,6 +267,10 @@ def test_complex_and_strings_are_still_refused():
         a + np.complex128(1j)
     with pytest.raises(TypeError):
         a + np.array(["x"])
+    # a Fraction has no float64 value without a rounding: a TypeError naming it, not a crash inside
+    for operation in (lambda: a + Fraction(1, 3), lambda: Fraction(1, 3) * a, lambda: np.maximum(a, Fraction(1, 3))):
+        with pytest.raises(TypeError, match="Fraction"):
+            operation()
 
 
 # -- rng ---------------------------------------------------------------------------------
