@@ -180,13 +180,14 @@ class FixedFormat(Replaceable):
     def carrier(self) -> type:
         """Narrowest of np.float16/32/64 holding every value exactly (computed once:
         arrays of the format ask for it on every operation)."""
-        k_min, k_max = self._k_range()
-        # The integer needing the most significant bits is the largest odd
-        # magnitude; a power-of-two magnitude (-2**(w-1)) needs one bit.
-        largest_odd = max(k_max - (k_max % 2 == 0), 1)
-        significand_bits = largest_odd.bit_length() - 1
-        ieee = narrowest_ieee_type(significand_bits, -self.frac_bits, self._max_magnitude())
+        ieee = narrowest_ieee_type(self._precision() - 1, -self.frac_bits, self._max_magnitude())
         return ieee.dtype
+
+    def _precision(self) -> int:
+        """The most significant bits of a value: those of the largest odd integer
+        ``k`` (a power-of-two magnitude, ``-2**(w-1)``, needs one bit)."""
+        k_max = self._k_range()[1]
+        return max(k_max - (k_max % 2 == 0), 1).bit_length()
 
     def values(self) -> np.ndarray:
         """Every value, sorted, as a float64 array.

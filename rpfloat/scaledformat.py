@@ -10,6 +10,7 @@ hashable data; the rounding lives in ``rpfloat.scaling``.
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from dataclasses import dataclass, field
@@ -199,9 +200,10 @@ class ScaledFormat(Replaceable):
             return None
         return self.bits + self.scale_bits / self.block_size
 
-    @property
+    @functools.cached_property
     def carrier(self) -> type:
-        """float32 where every scale times every element is a float32 (float32 data
+        """(Computed once: arrays of the format ask for it on every operation.)
+        float32 where every scale times every element is a float32 (float32 data
         stay within its range: the scales follow the data), else float64: an element
         of float64, a tensor scale, or significand scales whose products with the
         elements have more than 24 significant bits or a finer step than 2**-149."""
@@ -261,11 +263,7 @@ def _check_scale_rounds_once(scale_format: FloatFormat, element, tensor_scale: b
 
 def _precision(element) -> int:
     """The most significant bits of a value of `element`."""
-    if isinstance(element, FloatFormat):
-        return element.precision
-    k_min, k_max = element._k_range()
-    largest_odd = max(magnitude - (magnitude % 2 == 0) for magnitude in (-k_min, k_max, 1))
-    return largest_odd.bit_length()
+    return element.precision if isinstance(element, FloatFormat) else element._precision()
 
 
 def _quantum_exponent(fmt) -> int:
