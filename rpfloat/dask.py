@@ -165,8 +165,8 @@ def decode(codes, fmt):
     Returns
     -------
     dask.array.Array
-        In ``fmt.carrier`` (float64 for a scaled format), in the chunks of the
-        (element) codes.
+        In the dtype ``rp.decode`` returns (``fmt.carrier`` for an element
+        format, float64 for a scaled one), in the chunks of the (element) codes.
 
     Examples
     --------

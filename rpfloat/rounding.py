@@ -170,8 +170,10 @@ def input_array(x, name="x") -> np.ndarray:
                         f"np.ma.masked_array(..., mask={name}.mask)")
     array = x if type(x) is np.ndarray else _as_numpy(x, name)
     if array.dtype == object and not isinstance(x, np.ndarray) and _python_numbers(array):
-        try:
-            array = np.array(x, dtype=np.float64)  # Python ints beyond int64, taken as float64
+        complex_items = any(isinstance(item, numbers.Complex) and not isinstance(item, numbers.Real)
+                            for item in array.flat)
+        try:  # Python ints beyond int64, taken as float64 (complex128 beside complex numbers)
+            array = np.array(x, dtype=np.complex128 if complex_items else np.float64)
         except OverflowError:
             raise ValueError(f"{name} holds an integer beyond float64's range (it rounds to 2**1024 or more), "
                              "which rpfloat does not compute in") from None
@@ -220,11 +222,13 @@ def _names_a_format(x) -> bool:
 
 
 def _python_numbers(array) -> bool:
-    """Whether every item of the object array is an int, a bool or a float (of
-    Python or NumPy, at most float64 wide): numbers that float64 takes, Python
-    ints beyond int64 rounded once."""
-    return all(isinstance(item, (numbers.Integral, float, np.bool_))
-               or (isinstance(item, np.floating) and item.dtype.itemsize <= 8) for item in array.flat)
+    """Whether every item of the object array is an int, a bool, a float or a
+    complex number (of Python, NumPy or ml_dtypes, at most float64 wide):
+    numbers that float64 (complex128) takes, Python ints beyond int64 rounded once."""
+    return all(isinstance(item, (numbers.Integral, float, complex, np.bool_))
+               or (isinstance(item, np.floating) and item.dtype.itemsize <= 8)
+               or (isinstance(item, np.complexfloating) and item.dtype.itemsize <= 16)
+               or (isinstance(item, np.generic) and is_ml_dtype(item.dtype)) for item in array.flat)
 
 
 def _overlaps_elsewhere(array, result) -> bool:

@@ -449,6 +449,15 @@ def test_lists_of_python_ints_and_floats():
     assert rp.round([True, 2**70], "float64").tolist() == [1.0, 2.0**70]
     assert rp.round([np.float32(1.1), 2**70], "bfloat16").tolist() == rp.round(
         np.array([np.float32(1.1), 2.0**70]), "bfloat16").tolist()
+    import ml_dtypes  # the test extra installs it
+
+    # complex numbers make it complex128; ml_dtypes scalars are floats
+    mixed = rp.round([1.1j, 2**70, np.complex64(3 + 1j)], "bfloat16")
+    assert mixed.dtype == np.complex128
+    assert mixed.tolist() == rp.round(np.array([1.1j, 2.0**70, 3 + 1j]), "bfloat16").tolist()
+    assert rp.round([ml_dtypes.bfloat16(1.5), 2**70], "bfloat16").tolist() == [1.5, 2.0**70]
+    with pytest.raises(ValueError, match="x holds an integer beyond float64's range"):
+        rp.round([1j, 2**1100], "bfloat16")
     for beyond in (2**1100, 2**1024 - 2**970):  # (the second rounds up to 2**1024)
         with pytest.raises(ValueError, match="x holds an integer beyond float64's range"):
             rp.round(beyond, "bfloat16")
