@@ -408,10 +408,11 @@ class OutputArray:
     (``/dev/null``, a pipe) is written in place, as it cannot be replaced."""
 
     def __init__(self, path: Path, key: str, shape: tuple, dtype: np.dtype, others: Sequence[tuple] = ()):
-        self.path = path = Path(os.path.realpath(path))
         self._others = {name: (other_shape, np.dtype(other_dtype), None) for name, other_shape, other_dtype in others}
         try:
-            in_place = path.exists() and not stat.S_ISREG(path.stat().st_mode) and not path.is_dir()
+            # (stat, not realpath, decides: /dev/stdout into an anonymous pipe resolves to no path)
+            in_place = not _regular_or_new(path) and not os.path.isdir(path)
+            self.path = path = Path(path if in_place else os.path.realpath(path))
             if in_place:
                 self._temporary = None
                 self._file = open(path, "wb")
@@ -759,6 +760,7 @@ def run_round(arguments: argparse.Namespace) -> int:
                                     source.shape)
         parts = []
         target = None
+        report = sys.stderr if _is_standard_output(arguments.output) else sys.stdout  # (OUT may be stdout)
         try:
             # (a signal between the temporary file's creation and `target` would leave the file behind)
             with signals_held():
@@ -795,11 +797,12 @@ def run_round(arguments: argparse.Namespace) -> int:
         written = f"{written_dtype}{' codes' if arguments.codes else ''}"
         if scaled_codes:
             written = f"{written_dtype} element codes, {code_dtype(fmt.scale_bits)} scale codes"
-        print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} ({written})")
+        print(f"rounded {arguments.input} (shape {source.shape}, {source.dtype}) into {arguments.output} ({written})",
+              file=report)
         seeded = "" if not mode.is_stochastic else f", seed {seed}" + (" (drawn; --seed repeats it)"
                                                                          if arguments.seed is None else "")
-        print(f"format {described}, mode {mode.name.lower()}{seeded}\n")
-        print(stats.summary())
+        print(f"format {described}, mode {mode.name.lower()}{seeded}\n", file=report)
+        print(stats.summary(), file=report)
     except KeyboardInterrupt as interruption:  # OUT is complete: say so, rather than that nothing happened
         print(f"python -m rpfloat round: {_interrupted(interruption)} after {arguments.output} was written "
               "(complete); no statistics", file=sys.stderr)
@@ -863,6 +866,16 @@ def _regular_or_new(path: Path) -> bool:
         return stat.S_ISREG(os.stat(path).st_mode)
     except OSError:
         return True
+
+
+def _is_standard_output(path: Path) -> bool:
+    """Whether `path` is where standard output goes (``/dev/stdout``, or the file
+    it is redirected to), so that the summary must go to standard error."""
+    try:
+        here, there = os.fstat(sys.stdout.fileno()), os.stat(path)
+    except (OSError, ValueError, AttributeError):  # (no standard output, or one without a descriptor)
+        return False
+    return (here.st_dev, here.st_ino) == (there.st_dev, there.st_ino)
 
 
 def _same_file(first: Path, second: Path) -> bool:

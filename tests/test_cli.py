@@ -452,6 +452,14 @@ def test_out_through_a_link_or_into_a_pipe(tmp_path):
     assert (tmp_path / "pipe").is_fifo()
     assert same_bits(np.load(__import__("io").BytesIO(piped)), rp.round(x, "e4m3"))
     assert not [path for path in tmp_path.iterdir() if path.name.endswith(".tmp")]
+    # /dev/stdout into an anonymous pipe (no path to resolve): the array alone goes there, the
+    # summary to standard error
+    if os.path.exists("/dev/stdout"):
+        piped = subprocess.run([sys.executable, "-m", "rpfloat", "round", "in.npy", "/dev/stdout", "-f", "e4m3"],
+                               capture_output=True, cwd=tmp_path, timeout=300)
+        assert piped.returncode == 0, piped.stderr
+        assert same_bits(np.load(__import__("io").BytesIO(piped.stdout)), rp.round(x, "e4m3"))
+        assert summary_counts(piped.stderr.decode())["numbers"] == x.size
 
 
 def test_an_interruption_after_out_is_written_says_so(tmp_path, monkeypatch, capsys):
