@@ -381,6 +381,24 @@ def test_unknown_rngs_are_refused_naming_the_argument(name):
         rpt.round(torch.ones(3), "e4m3", "stochastic", **kwargs)
 
 
+def test_gradient_options_without_grad_fmt_are_refused():
+    """grad_mode and grad_rng set the gradient's rounding onto grad_fmt: without
+    it they would be ignored silently (the gradient passes straight through)."""
+    t = torch.ones(3, requires_grad=True)
+    with pytest.raises(ValueError, match="^grad_mode='stochastic' rounds the gradient onto grad_fmt, which is None"):
+        rpt.round(t, "e4m3", grad_mode="stochastic")
+    with pytest.raises(ValueError, match="^grad_rng draws for the gradient's rounding onto grad_fmt"):
+        rpt.round(t, "e4m3", grad_rng=0)
+    with pytest.raises(ValueError, match="^grad_mode: unknown rounding mode"):
+        rpt.round(t, "e4m3", grad_mode="sideways")
+    rpt.round(t, "e4m3", grad_mode="rne").sum().backward()  # nearest, as without it
+    assert t.grad.tolist() == [1.0, 1.0, 1.0]
+    with pytest.raises(ValueError, match="^grad_mode='stochastic' rounds the gradient"):
+        rpt.Quantize("e4m3", grad_mode="sr")
+    with pytest.raises(ValueError, match="^grad_mode='stochastic' rounds the gradient"):
+        rpt.TensorConfig("e4m3", grad_mode="stochastic")
+
+
 def test_a_bad_grad_fmt_fails_in_the_forward_pass():
     with pytest.raises(ValueError):
         rpt.round(torch.ones(3, requires_grad=True), "e4m3", grad_fmt="e4m3", grad_mode="sideways")

@@ -98,7 +98,9 @@ def round(
         `rng` or `grad_rng` is of an unknown type.
     ValueError
         If `t` is not on the CPU (CUDA and meta tensors are refused, never
-        copied to the host), or an argument has a wrong value.
+        copied to the host), or an argument has a wrong value; if `grad_mode`
+        (other than ``"nearest"``) or `grad_rng` is given without `grad_fmt`,
+        as there is then no rounding of the gradient for them to set.
 
     Examples
     --------
@@ -115,7 +117,9 @@ def round(
     data = _checked_data(t)
     _check_rng(rng, "rng")
     grad_rounding = None
-    if grad_fmt is not None:
+    if grad_fmt is None:
+        _no_gradient_rounding(grad_mode, grad_rng)
+    else:
         _check_rng(grad_rng, "grad_rng")
         grad_format = _argument(to_format, grad_fmt, "grad_fmt")
         _argument(parse_mode, grad_mode, "grad_mode")
@@ -170,6 +174,17 @@ def _round_data(data, fmt, mode, rng, rand_bits, overflow):
         source.numpy(), fmt, mode, overflow=overflow, rng=seed, rand_bits=rand_bits, out=result.numpy()
     )
     return result if result.dtype == data.dtype else result.to(data.dtype)
+
+
+def _no_gradient_rounding(grad_mode, grad_rng) -> None:
+    """Raise where `grad_mode` or `grad_rng` sets a rounding of the gradient
+    that no `grad_fmt` asks for (the gradient passes straight through)."""
+    if _argument(parse_mode, grad_mode, "grad_mode") != parse_mode("nearest"):
+        raise ValueError(f"grad_mode={grad_mode!r} rounds the gradient onto grad_fmt, which is None (the gradient "
+                         "passes straight through): give grad_fmt too, or leave grad_mode out")
+    if grad_rng is not None:
+        raise ValueError("grad_rng draws for the gradient's rounding onto grad_fmt, which is None (the gradient "
+                         "passes straight through): give grad_fmt too, or leave grad_rng out")
 
 
 def _argument(parse, value, name):

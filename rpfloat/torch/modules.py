@@ -158,9 +158,10 @@ class Quantize(nn.Module):
         self.rand_bits = _rand_bits(rand_bits, self.mode)
         self.grad_fmt = None if grad_fmt is None else to_format(grad_fmt)
         self.grad_mode = _mode_name(grad_mode, "grad_mode")
+        _gradient_rounding_given(self.grad_fmt, self.grad_mode)
         root = _root_seed(rng)
         self.rng = _stream(root, "values")
-        self.grad_rng = _stream(root, "gradients")
+        self.grad_rng = _stream(root, "gradients") if self.grad_fmt is not None else None
 
     def forward(self, x):
         rng = _forward_stream(self.rng, "Quantize") if parse_mode(self.mode).is_stochastic else self.rng
@@ -312,6 +313,14 @@ def _mode_name(mode, argument: str) -> str:
         raise type(error)(f"{argument}: {error}") from None
 
 
+def _gradient_rounding_given(grad_fmt, grad_mode: str) -> None:
+    """Raise where `grad_mode` sets a rounding of the gradient that no
+    `grad_fmt` asks for."""
+    if grad_fmt is None and grad_mode != "nearest":
+        raise ValueError(f"grad_mode={grad_mode!r} rounds the gradient onto grad_fmt, which is None (the gradient "
+                         "passes straight through): give grad_fmt too, or leave grad_mode out")
+
+
 # -- per-tensor configuration ------------------------------------------------------
 
 
@@ -380,6 +389,7 @@ class TensorConfig:
         set_field("fmt", _argument(to_format, self.fmt, "fmt"))
         set_field("mode", _mode_name(self.mode, "mode"))
         set_field("grad_mode", _mode_name(self.grad_mode, "grad_mode"))
+        _gradient_rounding_given(self.grad_fmt, self.grad_mode)
         set_field("rand_bits", _rand_bits(self.rand_bits, self.mode))
         if self.grad_fmt is not None:
             set_field("grad_fmt", _argument(to_format, self.grad_fmt, "grad_fmt"))
