@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import decimal
 import math
 import os
 import secrets
@@ -140,7 +141,7 @@ def _number(value) -> str:
     """`value` exactly where that is short, else to 8 digits; "-" for None."""
     if value is None:
         return "-"
-    exact = repr(float(value)).removesuffix(".0")
+    exact = str(decimal.Decimal(float(value)))  # (every float is a decimal fraction exactly)
     return exact if len(exact) <= 12 else f"{value:.8g}"
 
 
@@ -1080,8 +1081,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     line and returns 1.
     """
     parser = build_parser()
-    arguments = parser.parse_args(argv)
+    arguments, unknown = parser.parse_known_args(argv)
     name = arguments.command or DEFAULT_COMMAND
+    if unknown:  # the command's usage, not the top level's, says what it takes
+        (parser.command_parsers[name] if arguments.command else parser).error(
+            f"unrecognized arguments: {' '.join(unknown)}")  # exits 2
     try:
         with _terminate_as_interrupt():
             return COMMANDS[name].run(arguments)

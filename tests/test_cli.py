@@ -9,6 +9,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +163,19 @@ def test_scaled_format_options_that_make_no_format_exit_2(tmp_path, options, arg
     assert finished.returncode == 2, finished.stderr
     assert f"argument {argument}" in finished.stderr and message in finished.stderr, finished.stderr
     assert not (tmp_path / "out.npy").exists()
+
+
+def test_unknown_options_show_their_commands_usage(capsys):
+    """An option the command does not take prints that command's usage (which
+    lists what it takes), not the top level's; exit status 2."""
+    for arguments, usage in ((["round", "a.npy", "b.npy", "-f", "e4m3", "--stats"], "python -m rpfloat round"),
+                             (["info", "e4m3", "--all"], "python -m rpfloat info"),
+                             (["--all"], "python -m rpfloat [-h] COMMAND")):
+        with pytest.raises(SystemExit) as exited:
+            cli.main(arguments)
+        error = capsys.readouterr().err
+        assert exited.value.code == 2
+        assert f"usage: {usage}" in error and f"error: unrecognized arguments: {arguments[-1]}" in error, error
 
 
 def test_scaled_format_options_turn_a_tensor_scale_off_before_the_scale_format():
@@ -563,10 +577,15 @@ def test_unreadable_kinds_of_input_are_one_line_errors(tmp_path):
 def test_info_and_demo_print_values_exact_where_short():
     assert cli._number(-4290772992.0) == "-4290772992"
     assert cli._number(2.0**-10) == "0.0009765625"
-    assert cli._number(2.0**-1074) == "5e-324"
+    assert cli._number(2.0**-1074) == "4.9406565e-324"  # (repr's shortest "5e-324" is not its value)
     assert cli._number(1 / 3) == "0.33333333"
     table = cli.preset_table()
     assert "0.0009765625" in table  # float16's eps, exactly
+    # every value is printed either exactly or to 8 digits, never as a shortest repr
+    for fmt in rp.formats.values():
+        for value in (fmt.max, fmt.min, fmt.min_normal, fmt.smallest_subnormal, fmt.eps):
+            text = cli._number(value)
+            assert Fraction(text) == Fraction(value) or text == f"{value:.8g}", (fmt, value, text)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
