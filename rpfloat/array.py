@@ -96,6 +96,7 @@ RPArray([0.33398438, 0.66796875, 1.        ], fmt=bfloat16, mode='nearest')
 from __future__ import annotations
 
 import functools
+import inspect
 import math
 import mmap
 import numbers
@@ -571,7 +572,7 @@ class RPArray(NDArrayOperatorsMixin):
     def __array_function__(self, func, types, args, kwargs):
         implementation = _FUNCTIONS.get(func)
         if implementation is not None:
-            return implementation(func, args, kwargs)
+            return implementation(func, *_out_as_keyword(func, args, kwargs))
         if not all(issubclass(t, (RPArray, np.ndarray)) for t in types):
             return NotImplemented
         return func(*_unwrap(args), **_unwrap(kwargs))
@@ -1448,12 +1449,39 @@ def _values_function(func, args, kwargs):
     return _wrap_results(result, _LazyTarget(arrays))
 
 
+@functools.lru_cache(maxsize=None)
+def _out_position(func):
+    """`func`'s parameter names and the position of its ``out`` parameter, where
+    ``out`` may be passed by position (``np.dot(a, b, out)``); None otherwise."""
+    try:
+        parameters = inspect.signature(func).parameters
+    except (TypeError, ValueError):
+        return None
+    parameter = parameters.get("out")
+    if parameter is None or parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
+        return None
+    names = tuple(parameters)
+    return names, names.index("out")
+
+
+def _out_as_keyword(func, args, kwargs):
+    """`args` and `kwargs` with a positional ``out``, and the positional arguments
+    after it, passed by keyword, where the implementations look for them
+    (``np.sum(a, 0, None, out, True)``)."""
+    found = _out_position(func)
+    if found is None or len(args) <= found[1]:
+        return args, kwargs
+    names, position = found
+    return args[:position], {**kwargs, **dict(zip(names[position:], args[position:]))}
+
+
 @_implements(np.zeros_like, np.ones_like, np.empty_like, np.full_like)
 def _like_function(func, args, kwargs):
     """New arrays shaped like an RPArray are RPArrays of its format (fill values
-    rounded), unless a dtype is asked for."""
+    rounded), unless a dtype is asked for (by keyword or by position)."""
     prototype = args[0] if args else kwargs.get("a")
-    if not isinstance(prototype, RPArray) or kwargs.get("dtype") is not None:
+    dtype = inspect.signature(func).bind_partial(*args, **kwargs).arguments.get("dtype")
+    if not isinstance(prototype, RPArray) or dtype is not None:
         return func(*_unwrap(args), **_unwrap(kwargs))
     kwargs = {key: value for key, value in kwargs.items() if key != "a"}
     result = func(prototype._data.astype(np.float64), *_as_float64(args[1:]), **_as_float64(kwargs))

@@ -468,6 +468,35 @@ def test_out_argument():
         np.add(a, 1, out=asarray(np.zeros(3), "bfloat16"))
 
 
+def test_out_and_dtype_by_position():
+    """An ``out`` (and the arguments after it) or a ``dtype`` passed by position
+    works as by keyword: the result is rounded into ``out`` and returned."""
+    a = asarray([[1.0, 2.0], [3.0, 4.0]], "bfloat16") / 3
+    x = np.asarray(a, np.float64)
+    for call, keyword, expected in [
+        (lambda out: np.dot(a, a, out), lambda out: np.dot(a, a, out=out), x @ x),
+        (lambda out: np.mean(a, 1, None, out), lambda out: np.mean(a, 1, out=out), x.mean(1)),
+        (lambda out: np.sum(a, 0, None, out, True), lambda out: np.sum(a, 0, out=out, keepdims=True),
+         x.sum(0, keepdims=True)),
+        (lambda out: np.clip(a, 0.4, 1.0, out), lambda out: np.clip(a, 0.4, 1.0, out=out), np.clip(x, 0.4, 1.0)),
+        (lambda out: np.concatenate([a, a], 0, out), lambda out: np.concatenate([a, a], out=out),
+         np.concatenate([x, x])),
+    ]:
+        for target in (np.zeros(expected.shape), asarray(np.zeros(expected.shape), "e4m3", "up")):
+            by_keyword = target.copy()
+            assert call(target) is target
+            assert keyword(by_keyword) is by_keyword
+            assert_same(target, by_keyword)
+            if isinstance(target, RPArray):
+                assert_same(target, rp.round(np.asarray(by_keyword, np.float64), "e4m3", "up"))
+        assert_same(call(np.zeros(expected.shape)), rp.round(expected, "bfloat16"))
+    for like in (np.zeros_like, np.ones_like, np.empty_like):
+        made = like(a, np.int64)
+        assert type(made) is np.ndarray and made.dtype == np.int64
+    filled = np.full_like(a, 0.1, np.float64)
+    assert type(filled) is np.ndarray and filled.tolist() == [[0.1, 0.1], [0.1, 0.1]]
+
+
 def test_ufunc_methods():
     values = np.array([1.0, 1 / 3, 2 / 3, 2.0**-9])
     a = asarray(values, "bfloat16")
