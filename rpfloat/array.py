@@ -65,7 +65,9 @@ element with a nonzero error is rounded from the exact value
 (``rpfloat._kernels.cpu.accumulate.round_exact``). Only the nearest
 modes on formats with p <= 25, with every operand an RPArray of a contained
 format, skip that step. The results are correctly rounded in every mode, with
-exact stochastic probabilities, for every format, as long as operands stay below
+exact stochastic probabilities, for every element format (a scaled format's
+block kernels take no error term: there the float64 result is rounded), as
+long as dividends and radicands stay above ``2**-969``, operands stay below
 ``2**995`` and results above ``2**-969`` and below float64's overflow in magnitude
 (only formats whose range reaches past ``2**511``, or whose smallest values lie
 below ``2**-484``, get past that; there the float64 result is rounded, so a
@@ -73,7 +75,9 @@ product beyond float64's range is inf before its rounding, and the directed mode
 give inf where the exact product would give the format's max, or 0 where it would
 give the format's smallest subnormal). For division
 and sqrt the error's magnitude is itself rounded, which can move a stochastic
-probability by a relative ``2**-53``. Other ufuncs (``exp``, ``power``, ...) round
+probability by a relative ``2**-53``, and a quotient onto a fixed-point format
+that wraps, past about ``2**98`` of its steps, wraps from the float64 pair
+rather than the exact quotient. Other ufuncs (``exp``, ``power``, ...) round
 their float64 result, which is as accurate as NumPy's.
 
 The seven take a faster route with the same bits where the operands' formats
@@ -95,6 +99,7 @@ RPArray([0.33398438, 0.66796875, 1.        ], fmt=bfloat16, mode='nearest')
 """
 from __future__ import annotations
 
+import copy
 import functools
 import inspect
 import math
@@ -269,7 +274,11 @@ class RPArray(NDArrayOperatorsMixin):
     __copy__ = copy
 
     def __deepcopy__(self, memo):
-        return self.copy()
+        """A copy with a copy of the generator (as pickling gives): it replays the
+        original's stream from here on, without drawing from it. Arrays that share
+        a generator share its copy within one ``copy.deepcopy`` call."""
+        target = self._target._replace(rng=copy.deepcopy(self._target.rng, memo))
+        return self._wrap(self._data.copy(), target)
 
     def reshape(self, *shape, order="C") -> RPArray:
         return self._wrap(self._data.reshape(*shape, order=order), self._target)
@@ -297,6 +306,14 @@ class RPArray(NDArrayOperatorsMixin):
 
     def __int__(self) -> int:
         return int(self._data)
+
+    def __round__(self, ndigits=None):
+        """``round(a[i])`` of one element, as for NumPy's scalars: an int, or with
+        `ndigits` ``np.round`` (an RPArray of the format)."""
+        if self.ndim != 0:
+            raise TypeError(f"round() takes one element of an RPArray, not an array of shape {self.shape}; "
+                            "use np.round(a, decimals)")
+        return round(self._data[()]) if ndigits is None else np.round(self, ndigits)
 
     def __bool__(self) -> bool:
         return bool(self._data)
@@ -1318,6 +1335,12 @@ def _finish(result, residual, operand_formats, destination, targets: _LazyTarget
     plain ndarray for boolean and integer results."""
     scalar = not isinstance(result, np.ndarray)
     result = np.asarray(result)
+    if destination is not None and _broadcasts_into(result.shape, destination.shape):
+        # an out= larger than the inputs' broadcast shape is NumPy's output shape: every
+        # element of it rounded apart (its own random draw), as NumPy computes each
+        result = np.array(np.broadcast_to(result, destination.shape))
+        if residual is not None and np.ndim(residual):
+            residual = np.array(np.broadcast_to(residual, destination.shape))
     kind = result.dtype.kind
     if kind == "c":
         raise TypeError("an RPArray holds real numbers; this operation gave complex results")
@@ -1342,6 +1365,16 @@ def _finish(result, residual, operand_formats, destination, targets: _LazyTarget
     return destination
 
 
+def _broadcasts_into(shape: tuple, out_shape: tuple) -> bool:
+    """Whether a result of `shape` broadcasts to a larger `out_shape`."""
+    if shape == out_shape:
+        return False
+    try:
+        return np.broadcast_shapes(shape, out_shape) == out_shape
+    except ValueError:
+        return False
+
+
 def _check_out_shape(destination, result):
     if destination.shape != result.shape:
         raise ValueError(
@@ -1359,7 +1392,12 @@ def _ufunc_at(ufunc, inputs, kwargs):
         return None
     work = array._data.astype(np.float64)
     ufunc.at(work, _index(indices), *operands, **kwargs)
-    array._data[...] = _round_values(work, array._target)  # untouched values are exact: unchanged
+    if isinstance(array.fmt, ScaledFormat):  # blocks follow their data: round the touched values alone,
+        touched = np.zeros(work.shape, bool)  # as item assignment does, leaving the other blocks as they are
+        touched[_index(indices)] = True
+        array._data[touched] = _round_values(work[touched], array._target)
+    else:
+        array._data[...] = _round_values(work, array._target)  # untouched values are exact: unchanged
     return None
 
 

@@ -466,6 +466,16 @@ def test_out_argument():
     assert_same(masked, [1.5, 5.0])
     with pytest.raises(ValueError):
         np.add(a, 1, out=asarray(np.zeros(3), "bfloat16"))
+    # an out= that the inputs broadcast to, as NumPy takes it: every element rounded apart
+    for larger in (np.zeros((3, 2)), asarray(np.zeros((3, 2)), "e4m3", "up")):
+        assert np.add(a, 1 / 3, out=larger) is larger
+        expected = np.broadcast_to(np.array([1, 2]) + 1 / 3, (3, 2))
+        assert_same(larger, rp.round(expected, "bfloat16" if type(larger) is np.ndarray else "e4m3",
+                                     "nearest" if type(larger) is np.ndarray else "up"))
+    draws = asarray(np.zeros((400, 2)), "bfloat16", "stochastic", rng=4)
+    np.add(asarray([1.0, 1.0], "bfloat16"), 1 / 3, out=draws)
+    assert len(np.unique(np.asarray(draws))) == 2  # both neighbours of 4/3 drawn: not one draw repeated
+    assert len({tuple(row) for row in np.asarray(draws).tolist()}) > 2
 
 
 def test_out_and_dtype_by_position():
@@ -733,6 +743,17 @@ def test_copies_and_pickling():
         assert_same(other, a)
     with pytest.raises(TypeError):
         hash(a)
+    # copies share the generator; a deep copy (as pickling) copies it, one copy for the
+    # arrays that share it, and replays the stream from there without drawing from it
+    assert round(asarray([2.5, 1 / 3], "bfloat16")[1], 2) == rp.round(0.33, "bfloat16")  # 0.33 onto bfloat16
+    assert round(asarray([2.5], "bfloat16")[0]) == 2 and type(round(asarray([2.5], "bfloat16")[0])) is int
+    with pytest.raises(TypeError, match="round.. takes one element"):
+        round(a)
+    assert copy.copy(a).rng is a.rng and a.copy().rng is a.rng
+    deep, deep_view = copy.deepcopy((a, a[:1]))
+    assert deep.rng is not a.rng and deep_view.rng is deep.rng
+    assert_same(deep + 1 / 3, a + 1 / 3)
+    assert_same(deep_view + 1 / 3, a[:1] + 1 / 3)
 
 
 @pytest.mark.parametrize("mode", ["nearest", "toward_zero", "up", "down", "odd"])

@@ -41,3 +41,19 @@ def test_in_place_keeps_the_object():
     a += 1
     assert id(a) == before
     np.testing.assert_array_equal(bits(a), bits(rp.round(np.asarray(rp.round(x, "mxfp4"), np.float64) + 1, "mxfp4")))
+
+
+def test_ufunc_at_rounds_the_touched_values_as_item_assignment_does():
+    """``np.add.at`` leaves blocks it does not touch as they are (rounding the
+    whole array again would move NVFP4's second block: its max 0.015625 rounds
+    to 0.01171875 under its own scale), and rounds the touched values as
+    ``a[index] = values`` rounds them."""
+    a = rp.asarray([1.0] * 16 + [0.0195, 0.01171875] + [0.0] * 14, "nvfp4")
+    assert np.asarray(a)[16:18].tolist() == [0.015625, 0.01171875]
+    touched = a.copy()
+    np.add.at(touched, [0, 0, 3], 0.5)
+    assigned = a.copy()
+    assigned[[0, 3]] = np.asarray(a, np.float64)[[0, 3]] + [1.0, 0.5]
+    np.testing.assert_array_equal(bits(touched), bits(assigned))
+    np.testing.assert_array_equal(bits(touched)[4:], bits(a)[4:])
+    assert np.asarray(touched)[[0, 3]].tolist() == rp.round(np.array([2.0, 1.5]), "nvfp4").tolist()
