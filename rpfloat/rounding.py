@@ -123,9 +123,10 @@ def round_chunk(x, fmt, mode="nearest", *, offset=0, overflow=None, rng=None, ra
     array = input_array(x)
     plan = plan_for(fmt, mode, overflow, rand_bits, array.dtype)
     if plan.__class__ is ScaledPlan:
-        if out is not None:
-            _prepare_out(out, array.shape, plan.result_dtype)
-        return round_scaled(array, plan, rng, _offset(offset, array), out)
+        if out is None:
+            return round_scaled(array, plan, rng, _offset(offset, array), None)
+        round_scaled(array, plan, rng, _offset(offset, array), _prepare_out(out, array.shape, plan.result_dtype))
+        return out
     key = random_key(rng) if plan.mode.is_stochastic else 0 if rng is None else unused_key(rng)
     result = _prepare_out(out, array.shape, plan.result_dtype)
     if out is not None and _overlaps_elsewhere(array, result):
@@ -255,7 +256,9 @@ def _prepare_out(out, shape, dtype) -> np.ndarray:
         raise ValueError(f"out must have the shape of x, {shape}, got {out.shape}")
     if not out.flags.writeable:
         raise ValueError("out must be writeable")
-    return out
+    # a subclass (np.matrix, a masked array) is written through a plain view of its memory:
+    # the kernels take ndarrays, and a matrix stays 2-D where they flatten
+    return out if type(out) is np.ndarray else out.view(np.ndarray)
 
 
 def encode(x, fmt, mode="nearest", **round_kwargs):

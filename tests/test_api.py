@@ -178,6 +178,22 @@ def test_out_is_written_and_returned():
     np.testing.assert_array_equal(bits(out), bits(rp.round(x, "bfloat16")))
 
 
+@pytest.mark.filterwarnings("ignore:the matrix subclass:PendingDeprecationWarning")
+@pytest.mark.parametrize("fmt", ["bfloat16", "e4m3", "int8", "mxfp4"])
+def test_out_may_be_a_subclass(fmt):
+    """A matrix (which stays 2-D where the kernels flatten; it crashed them) or a
+    masked array as out= is written through its memory and returned."""
+    x = sample(48, np.float64).reshape(3, 16)
+    expected = rp.round(x, fmt, "stochastic", rng=2)
+    matrix = np.asmatrix(np.zeros((3, 16)))
+    assert rp.round(x, fmt, "stochastic", rng=2, out=matrix) is matrix
+    np.testing.assert_array_equal(bits(np.asarray(matrix)), bits(expected))
+    masked = np.ma.masked_array(np.zeros((3, 16)), mask=np.eye(3, 16, dtype=bool))
+    assert rp.round(x, fmt, "stochastic", rng=2, out=masked) is masked
+    np.testing.assert_array_equal(bits(masked.data), bits(expected))
+    assert masked.mask.sum() == 3
+
+
 def test_out_may_be_the_input():
     x = sample(50)
     expected = rp.round(x, "e4m3")
