@@ -330,7 +330,8 @@ class FloatFormat(Replaceable):
                 f"2**{quantum_exp}, finer than float64's 2**{FLOAT64.quantum_exp}; "
                 "pass a smaller bias, fewer exp_bits or fewer man_bits"
             )
-        if self._max_exact() > Fraction(FLOAT64.max):
+        # (the exponent first: a bias such as -2**40 would make the exact power take all memory)
+        if self._max_parts()[1] >= 1024 or self._max_exact() > Fraction(FLOAT64.max):
             raise ValueError(
                 f"bias={self.bias}: the largest value 2**{self.emax} of this format "
                 "is above float64's largest; pass a larger bias or fewer exp_bits"

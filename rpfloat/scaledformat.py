@@ -127,8 +127,8 @@ class ScaledFormat(Replaceable):
         set_field("element", element)
         if self.block_size is not None:
             set_field("block_size", as_int(self.block_size, "block_size"))
-            if self.block_size < 1:
-                raise ValueError(f"block_size must be >= 1 or None, got {self.block_size}")
+            if not 1 <= self.block_size < 2**63:  # (the kernels count in int64)
+                raise ValueError(f"block_size must be >= 1 and below 2**63, or None, got {self.block_size}")
         set_field("axis", as_int(self.axis, "axis"))
         if self.block_size is None and self.axis != -1:
             raise ValueError(

@@ -610,8 +610,9 @@ def _scaled_values(elements, scales, fmt: ScaledFormat):
     """The float64 `elements` times their blocks' `scales` (of `scale_shape`, as
     `checked_scaled_codes` checks them): where the blocked axis holds whole
     blocks, one product of the elements viewed as ``(outer, blocks, block_size,
-    inner)`` with the scales broadcast over each block; else with the scales
-    repeated to the elements' shape (a ragged last block)."""
+    inner)`` with the scales broadcast over each block; else with each element's
+    block's scale taken (a ragged last block; nothing is made per block_size,
+    which may far exceed the data)."""
     shape = elements.shape
     outer, length, inner, block_size, axis = block_layout_of(shape, fmt)
     if axis is None:
@@ -620,4 +621,4 @@ def _scaled_values(elements, scales, fmt: ScaledFormat):
     if length % block_size == 0:
         blocked = elements.reshape(outer, blocks, block_size, inner)
         return (blocked * scales.reshape(outer, blocks, 1, inner)).reshape(shape)
-    return elements * np.repeat(scales, block_size, axis=axis).take(np.arange(length), axis=axis)
+    return elements * scales.take(np.arange(length) // block_size, axis=axis)  # (each element's block)

@@ -581,6 +581,7 @@ def test_registry():
         (dict(exp_bits=4, man_bits=3, bias=1090), ValueError, "bias"),  # below float64's subnormals
         (dict(exp_bits=11, man_bits=52, bias=1022), ValueError, "bias"),  # above float64's max
         (dict(exp_bits=8, man_bits=3, bias=-1000), ValueError, "bias"),
+        (dict(exp_bits=4, man_bits=3, bias=-2**40), ValueError, "bias"),  # (not 2**(2**40) computed exactly)
         (dict(exp_bits=None, man_bits=7, bias=127), ValueError, "bias"),
         (dict(exp_bits=None, man_bits=7, inf=False), ValueError, "inf"),
         (dict(exp_bits=None, man_bits=7, subnormals=False), ValueError, "subnormals"),

@@ -950,6 +950,14 @@ def test_names():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="block_size"):
         rp.ScaledFormat("e4m3", block_size=0)
+    with pytest.raises(ValueError, match=r"block_size must be >= 1 and below 2\*\*63"):
+        rp.ScaledFormat("e4m3", block_size=2**63)  # (the kernels count in int64)
+    # a block far longer than the data costs what the data costs (decode and flip_bits
+    # made the scales block_size long: 8 GiB for six values)
+    huge = rp.ScaledFormat("e4m3", block_size=2**62)
+    x = np.array([[0.5, -3.0, 7.0], [1e-3, 2.0, -0.25]])
+    assert rp.decode(rp.encode(x, huge), huge).tolist() == rp.round(x, huge).tolist()
+    assert rp.flip_bits(x, huge, 0.0, rng=0).tolist() == rp.round(x, huge).tolist()
     for pair in ((-1.5, 1), (True, 2)):
         with pytest.raises(TypeError, match=r"scale_format as exponents must be a pair of ints \(s_min, s_max\)"):
             rp.ScaledFormat("e4m3", block_size=32, scale_format=pair)
