@@ -501,7 +501,7 @@ def _encode_scaled(x, fmt: ScaledFormat, mode, seed, rand_bits):
         summary = _whole_array_summary(x)  # (each chunk then has the whole's scale or tensor scale)
     parts = _da.map_blocks(encode, x, *summary, dtype=object, chunks=tuple((1,) * count for count in x.numblocks),
                            meta=_meta(x.ndim, object), token="rpfloat-encode-scaled")
-    first = parts.blocks[(0,) * x.ndim]
+    first = parts.blocks[(0,) * x.ndim] if x.ndim else parts  # (.blocks of a 0-d array gives a broken key)
     elements = _da.map_blocks(_part, parts, 0, dtype=code_dtype, chunks=x.chunks, meta=_meta(x.ndim, code_dtype),
                               token="rpfloat-element-codes")
     every_axis = tuple(range(x.ndim))

@@ -274,6 +274,20 @@ def test_scaled_round_and_encode_give_numpy_bits(name, chunking, mode):
     assert_same_bits(_compute(rpd.decode(codes, fmt)), rp.decode(expected, fmt))
 
 
+@pytest.mark.parametrize("fmt", ["mxfp4", "nvfp4", rp.ScaledFormat("e4m3", scale_format="e4m3", tensor_scale=True)])
+def test_scaled_codes_of_a_0d_array(fmt):
+    """A 0-d dask array's codes (its .blocks gave a broken key for the scales)."""
+    x = np.array(1.7)
+    codes = rpd.encode(da.from_array(x), fmt)
+    expected = rp.encode(x, fmt)
+    computed = dask.compute(codes)[0]
+    for part, reference in zip(computed, expected):
+        assert (part is None) == (reference is None)
+        if part is not None:
+            assert_same_bits(np.asarray(part), np.asarray(reference))
+    assert_same_bits(np.asarray(_compute(rpd.decode(codes, fmt))), np.asarray(rp.decode(expected, fmt)))
+
+
 def test_scaled_encode_runs_each_chunk_once(monkeypatch):
     """The element and scale codes of a chunk come from one task, computed once
     when both are computed together; the graph grows by a few tasks per chunk."""
