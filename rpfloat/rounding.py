@@ -200,12 +200,23 @@ def _as_numpy(x, name) -> np.ndarray:
         return np.asarray(x)
     except TypeError:
         if type(x).__module__.startswith("torch"):
+            device, layout = getattr(x, "device", None), str(getattr(x, "layout", "torch.strided"))
+            if device is not None and device.type not in ("cpu", "cuda"):
+                raise TypeError(f"{name} is a torch tensor on device {device}, which holds no values to "
+                                "round; rpfloat rounds CPU tensors (and CUDA ones with rpfloat.cuda.round)") from None
+            if layout != "torch.strided":
+                raise TypeError(f"{name} is a torch tensor of layout {layout}: pass {name}.to_dense(), or round "
+                                f"the stored values ({name}.values() of a COO tensor)") from None
             raise TypeError(f"{name} is a torch tensor of dtype {x.dtype}, which NumPy cannot hold: "
                             f"rpfloat.torch.round({name}, fmt) rounds it as a tensor (or pass "
                             f"{name}.float())") from None
         raise
     except ValueError as error:
         raise ValueError(f"{name} is not an array of numbers: {error}") from None
+    except RuntimeError:  # a torch tensor with a lazy conjugate or negative bit (t.conj())
+        if type(x).__module__.startswith("torch") and hasattr(x, "resolve_conj"):
+            return np.asarray(x.resolve_conj().resolve_neg())
+        raise
 
 
 def is_ml_dtype(dtype: np.dtype) -> bool:

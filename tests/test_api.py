@@ -452,6 +452,15 @@ def test_torch_tensors_that_require_grad_point_to_the_torch_adapter():
     with pytest.raises(TypeError, match=r"rpfloat.torch.round\(x, fmt\)"):
         rp.round(torch.ones(2, requires_grad=True), "bfloat16")
     assert rp.round(torch.ones(2), "bfloat16").tolist() == [1.0, 1.0]
+    # meta and sparse tensors: the message says what is wrong (not the dtype, which is fine)
+    with pytest.raises(TypeError, match="x is a torch tensor on device meta"):
+        rp.round(torch.empty(3, device="meta"), "bfloat16")
+    with pytest.raises(TypeError, match=r"x is a torch tensor of layout torch.sparse_coo: pass x.to_dense\(\)"):
+        rp.round(torch.eye(2).to_sparse(), "bfloat16")
+    # a conjugate view (NumPy cannot take its lazy conjugate bit) is taken as its values
+    conjugate = torch.tensor([1.1 + 2.2j, 3 - 1j], dtype=torch.complex64).conj()
+    assert rp.round(conjugate, "bfloat16").tolist() == rp.round(
+        np.array([1.1 - 2.2j, 3 + 1j], np.complex64), "bfloat16").tolist()
 
 
 def test_lists_of_python_ints_and_floats():

@@ -174,6 +174,13 @@ def test_forward_sees_rounded_copies_and_state_dict_keeps_float32_masters():
         assert not np.array_equal(bits_of(state[name]), bits_of(quantized[name])), name
         assert rpt.master_parameter(model, name) is parameter
     plain.load_state_dict(model.state_dict())  # checkpoints load into the plain model
+    for function in (rpt.quantized_state_dict, lambda model: rpt.master_parameter(model, "0.weight")):
+        with pytest.raises(TypeError, match="^model must be a torch.nn.Module, got NoneType"):
+            function(None)
+    with pytest.raises(TypeError, match="^name must be a parameter's name"):
+        rpt.master_parameter(model, 0)
+    with pytest.raises(KeyError, match="'0.bogus' is not a parameter of the model"):
+        rpt.master_parameter(model, "0.bogus")
 
 
 def test_optimizer_updates_float32_masters_with_rounded_gradients():

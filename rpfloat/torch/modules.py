@@ -1125,6 +1125,7 @@ def quantized_state_dict(model: nn.Module, *, rng=None) -> dict:
     >>> quantized_state_dict(model)["weight"], model.state_dict()["weight"]
     (tensor([[ 0.2500, -0.3750]]), tensor([[ 0.3000, -0.4000]]))
     """
+    _check_model(model)
     state_dict = model.state_dict()
     root = _root_seed(rng)
     with torch.no_grad():
@@ -1152,7 +1153,17 @@ def master_parameter(model: nn.Module, name: str) -> nn.Parameter:
     >>> model = quantize_model(nn.Sequential(nn.Linear(2, 1)), QuantConfig(parameters="q1.3"))
     >>> master_parameter(model, "0.weight") is model[0].weight
     True
+
+    Raises
+    ------
+    TypeError
+        If `model` is not a module or `name` not a str.
+    KeyError
+        If the model has no parameter `name`.
     """
+    _check_model(model)
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a parameter's name (a str), got {type(name).__name__}")
     path, _, parameter_name = name.rpartition(".")
     try:
         module = model.get_submodule(path) if path else model
