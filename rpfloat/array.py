@@ -381,6 +381,10 @@ class RPArray(NDArrayOperatorsMixin):
         if kwargs:
             raise TypeError(f"sum(per_step=True) takes no NumPy options but keepdims, got {sorted(kwargs)}")
         target = self._target
+        if acc is None and isinstance(target.fmt, ScaledFormat):
+            raise TypeError(f"sum(per_step=True) rounds every step onto an element format, and this array's "
+                            f"{_scaled_label(target.fmt)} is scaled: pass acc= an element format, or use "
+                            "a.sum(), which rounds the sum once")
         fmt = target.fmt if acc is None else to_format(acc)
         # (exp_bits=None as RPArrays round it: within its carrier's range)
         result = _rounded_sum(self._data, _as_bounded(fmt), axis=axis, mode=target.mode, order=order,
@@ -530,6 +534,10 @@ class RPArray(NDArrayOperatorsMixin):
         """
         target = combine_targets([self] + ([other] if isinstance(other, RPArray) else []))
         fmt = target.fmt
+        if isinstance(fmt, ScaledFormat):
+            raise TypeError(f"matmul and dot(per_step=True) round every product onto the operands' format, and "
+                            f"{_scaled_label(fmt)} is scaled (its scales follow whole blocks): use a @ b, "
+                            "which rounds the product once")
         acc_fmt = fmt if acc is None else to_format(acc)
         result = _rounded_matmul(_unwrap(self), _unwrap(other), _as_bounded(fmt),
                                  acc=_as_bounded(acc_fmt), fma=fma, mode=target.mode,
@@ -551,6 +559,10 @@ class RPArray(NDArrayOperatorsMixin):
 
     def __array_ufunc__(self, ufunc, method, *inputs, out=None, **kwargs):
         outs = out if out is not None else ()
+        for destination in outs:
+            if destination is not None and not isinstance(destination, (np.ndarray, RPArray)):
+                raise TypeError(f"out must be an ndarray or an RPArray (a tuple of them for several "
+                                f"outputs), got {type(destination).__name__}")
         for operand in inputs + outs:
             if operand is not None and not _handled(operand):
                 return NotImplemented
@@ -593,6 +605,10 @@ class RPArray(NDArrayOperatorsMixin):
         if not all(issubclass(t, (RPArray, np.ndarray)) for t in types):
             return NotImplemented
         return func(*_unwrap(args), **_unwrap(kwargs))
+
+
+def _scaled_label(fmt) -> str:
+    return f"format {fmt.name}" if fmt.name else repr(fmt)
 
 
 def _no_step_options(**options):

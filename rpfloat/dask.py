@@ -177,6 +177,9 @@ def decode(codes, fmt):
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
         return _decode_scaled(codes, fmt)
+    if isinstance(codes, _scaling.ScaledCodes):
+        raise TypeError("codes is a ScaledCodes: decode it with its ScaledFormat, or decode codes.elements "
+                        "with the element format")
     codes = _dask_array(codes, "codes")
     if fmt.bits is None:
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")

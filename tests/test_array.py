@@ -466,6 +466,8 @@ def test_out_argument():
     assert_same(masked, [1.5, 5.0])
     with pytest.raises(ValueError):
         np.add(a, 1, out=asarray(np.zeros(3), "bfloat16"))
+    with pytest.raises(TypeError, match="out must be an ndarray or an RPArray .*, got list"):
+        np.add(a, 1, out=[0.0, 0.0])
     # an out= that the inputs broadcast to, as NumPy takes it: every element rounded apart
     for larger in (np.zeros((3, 2)), asarray(np.zeros((3, 2)), "e4m3", "up")):
         assert np.add(a, 1 / 3, out=larger) is larger

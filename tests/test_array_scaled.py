@@ -43,6 +43,17 @@ def test_in_place_keeps_the_object():
     np.testing.assert_array_equal(bits(a), bits(rp.round(np.asarray(rp.round(x, "mxfp4"), np.float64) + 1, "mxfp4")))
 
 
+def test_per_step_accumulation_says_the_arrays_format_is_scaled():
+    a = rp.asarray(np.ones((2, 32), np.float32), "mxfp8_e4m3")
+    for call in (lambda: a.matmul(a.T), lambda: a.dot(a[0], per_step=True)):
+        with pytest.raises(TypeError, match="format mxfp8_e4m3 is scaled .*use a @ b"):
+            call()
+    with pytest.raises(TypeError, match="format mxfp8_e4m3 is scaled: pass acc= an element format"):
+        a.sum(per_step=True)
+    total = a.sum(per_step=True, acc="bfloat16")
+    assert total.fmt == rp.format("bfloat16") and float(total) == 64.0
+
+
 def test_ufunc_at_rounds_the_touched_values_as_item_assignment_does():
     """``np.add.at`` leaves blocks it does not touch as they are (rounding the
     whole array again would move NVFP4's second block: its max 0.015625 rounds

@@ -288,6 +288,12 @@ def test_scaled_codes_of_a_0d_array(fmt):
     assert_same_bits(np.asarray(_compute(rpd.decode(codes, fmt))), np.asarray(rp.decode(expected, fmt)))
 
 
+def test_scaled_codes_with_an_element_format_say_so():
+    codes = rpd.encode(da.from_array(_data(), chunks=(2, 16)), "mxfp4")
+    with pytest.raises(TypeError, match="codes is a ScaledCodes: decode it with its ScaledFormat"):
+        rpd.decode(codes, "e2m1")
+
+
 def test_scaled_encode_runs_each_chunk_once(monkeypatch):
     """The element and scale codes of a chunk come from one task, computed once
     when both are computed together; the graph grows by a few tasks per chunk."""
