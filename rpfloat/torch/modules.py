@@ -35,7 +35,7 @@ from ..modes import parse_mode
 from ..presets import format as to_format
 from ..scaledformat import SCALE_ROUNDINGS, ScaledFormat
 from ..scaling import block_layout_of
-from .functional import _argument
+from .functional import _argument, _no_gradient_rounding
 from .functional import round as round_tensor
 
 __all__ = [
@@ -158,7 +158,8 @@ class Quantize(nn.Module):
         self.rand_bits = _rand_bits(rand_bits, self.mode)
         self.grad_fmt = None if grad_fmt is None else to_format(grad_fmt)
         self.grad_mode = _mode_name(grad_mode, "grad_mode")
-        _gradient_rounding_given(self.grad_fmt, self.grad_mode)
+        if self.grad_fmt is None:
+            _no_gradient_rounding(self.grad_mode, None)
         root = _root_seed(rng)
         self.rng = _stream(root, "values")
         self.grad_rng = _stream(root, "gradients") if self.grad_fmt is not None else None
@@ -313,14 +314,6 @@ def _mode_name(mode, argument: str) -> str:
         raise type(error)(f"{argument}: {error}") from None
 
 
-def _gradient_rounding_given(grad_fmt, grad_mode: str) -> None:
-    """Raise where `grad_mode` sets a rounding of the gradient that no
-    `grad_fmt` asks for."""
-    if grad_fmt is None and grad_mode != "nearest":
-        raise ValueError(f"grad_mode={grad_mode!r} rounds the gradient onto grad_fmt, which is None (the gradient "
-                         "passes straight through): give grad_fmt too, or leave grad_mode out")
-
-
 # -- per-tensor configuration ------------------------------------------------------
 
 
@@ -389,7 +382,8 @@ class TensorConfig:
         set_field("fmt", _argument(to_format, self.fmt, "fmt"))
         set_field("mode", _mode_name(self.mode, "mode"))
         set_field("grad_mode", _mode_name(self.grad_mode, "grad_mode"))
-        _gradient_rounding_given(self.grad_fmt, self.grad_mode)
+        if self.grad_fmt is None:
+            _no_gradient_rounding(self.grad_mode, None)
         set_field("rand_bits", _rand_bits(self.rand_bits, self.mode))
         if self.grad_fmt is not None:
             set_field("grad_fmt", _argument(to_format, self.grad_fmt, "grad_fmt"))
