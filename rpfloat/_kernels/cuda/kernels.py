@@ -254,7 +254,9 @@ class _Marks(threading.local):
     def take(self, threads):
         """``(marks, call)``: a device array of at least `threads` int64 on the
         current device, and a call number no earlier call of this thread used."""
-        device = cuda.get_current_device().id if hasattr(cuda, "get_current_device") else 0
+        # numba's simulators have no device id (numba-cuda's) or no get_current_device (numba's own)
+        current = getattr(cuda, "get_current_device", None)
+        device = getattr(current(), "id", 0) if current else 0
         marks = self.arrays.get(device)
         if marks is None or marks.size < threads:
             marks = cuda.to_device(np.zeros(max(threads, MAX_BLOCKS * THREADS_PER_BLOCK), np.int64))
