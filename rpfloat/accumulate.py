@@ -515,6 +515,8 @@ def reduced_axes(axis, ndim) -> list:
     normalized = []
     for a in axes:
         try:
+            if isinstance(a, (bool, np.bool_)):  # as NumPy: True is no axis
+                raise TypeError
             a = operator.index(a)
         except TypeError:
             raise TypeError(f"axis must be None, an int or a tuple of ints, got {axis!r}") from None

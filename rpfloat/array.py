@@ -115,6 +115,7 @@ from .accumulate import bounded_format, rounding_setup
 from .accumulate import matmul as _rounded_matmul
 from .accumulate import sum as _rounded_sum
 from .fixedformat import FixedFormat
+from .floatformat import as_bool
 from .modes import Mode, parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
@@ -374,7 +375,7 @@ class RPArray(NDArrayOperatorsMixin):
         >>> a.sum(per_step=True, acc="float32").fmt.name
         'float32'
         """
-        if not per_step:
+        if not as_bool(per_step, "per_step"):
             _no_step_options(acc=acc, order=order, block_k=block_k)
             return np.sum(self, axis=axis, **kwargs)
         keepdims = kwargs.pop("keepdims", False)
@@ -489,7 +490,7 @@ class RPArray(NDArrayOperatorsMixin):
         >>> float(x.dot(y, per_step=True, acc="float32"))
         1.001953125
         """
-        if not per_step:
+        if not as_bool(per_step, "per_step"):
             _no_step_options(acc=acc, fma=fma, order=order, block_k=block_k)
             return np.dot(self, other)
         if np.ndim(self._data) > 2 or np.ndim(other) > 2:

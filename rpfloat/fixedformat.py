@@ -121,6 +121,8 @@ class FixedFormat(Replaceable):
                 f"int_bits={self.int_bits}: the values of this format exceed "
                 f"float64's range; pass int_bits <= {FLOAT64.emax + 1}"
             )
+        if not isinstance(self.overflow, str):
+            raise TypeError(f"overflow must be a string or None, got {type(self.overflow).__name__}")
         if self.overflow not in FIXED_OVERFLOW_POLICIES:
             raise ValueError(
                 f"overflow={self.overflow!r} is not an overflow policy of a fixed-point "

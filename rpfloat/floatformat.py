@@ -345,6 +345,8 @@ class FloatFormat(Replaceable):
         return "saturate"
 
     def _check_overflow(self):
+        if not isinstance(self.overflow, str):
+            raise TypeError(f"overflow must be a string or None, got {type(self.overflow).__name__}")
         if self.overflow not in FLOAT_OVERFLOW_POLICIES:
             raise ValueError(
                 f"overflow={self.overflow!r} is not an overflow policy of a float "

@@ -357,6 +357,9 @@ def test_bad_arguments():
         dot([1.0], [1.0], "bfloat16", fma="yes")
     with pytest.raises(getattr(np, "exceptions", np).AxisError):
         rp_sum(np.ones((2, 2)), "bfloat16", axis=2)
+    for axis in (True, (0, np.True_)):  # as NumPy: a bool is no axis (True would sum axis 1)
+        with pytest.raises(TypeError, match="axis must be None, an int or a tuple of ints"):
+            rp_sum(np.ones((2, 2)), "bfloat16", axis=axis)
     with pytest.raises(ValueError, match="unknown rounding mode"):
         rp_sum([1.0], "bfloat16", mode="sideways")
 

@@ -345,6 +345,10 @@ def test_step_options_need_per_step():
         a.dot(a, order="pairwise")
     with pytest.raises(TypeError, match="NumPy options"):
         a.sum(per_step=True, dtype=np.float64)
+    with pytest.raises(TypeError, match="per_step must be True or False, got 'yes'"):
+        a.sum(per_step="yes")
+    with pytest.raises(TypeError, match="per_step must be True or False, got 1"):
+        a.dot(a, per_step=1)
     kept = asarray([[1.0, 2.0]], "bfloat16").sum(axis=1, per_step=True, keepdims=True)
     assert isinstance(kept, RPArray) and kept.shape == (1, 1) and float(kept[0, 0]) == 3.0
     with pytest.raises(ValueError, match="matmul"):
