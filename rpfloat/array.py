@@ -1505,13 +1505,22 @@ def _values_function(func, args, kwargs):
 
 
 @functools.lru_cache(maxsize=None)
+def _signature(func):
+    """`func`'s signature (once per function: inspect is slow); None where it has none."""
+    try:
+        return inspect.signature(func)
+    except (TypeError, ValueError):
+        return None
+
+
+@functools.lru_cache(maxsize=None)
 def _out_position(func):
     """`func`'s parameter names and the position of its ``out`` parameter, where
     ``out`` may be passed by position (``np.dot(a, b, out)``); None otherwise."""
-    try:
-        parameters = inspect.signature(func).parameters
-    except (TypeError, ValueError):
+    signature = _signature(func)
+    if signature is None:
         return None
+    parameters = signature.parameters
     parameter = parameters.get("out")
     if parameter is None or parameter.kind is not inspect.Parameter.POSITIONAL_OR_KEYWORD:
         return None
@@ -1535,7 +1544,7 @@ def _like_function(func, args, kwargs):
     """New arrays shaped like an RPArray are RPArrays of its format (fill values
     rounded), unless a dtype is asked for (by keyword or by position)."""
     prototype = args[0] if args else kwargs.get("a")
-    dtype = inspect.signature(func).bind_partial(*args, **kwargs).arguments.get("dtype")
+    dtype = _signature(func).bind_partial(*args, **kwargs).arguments.get("dtype")
     if not isinstance(prototype, RPArray) or dtype is not None:
         return func(*_unwrap(args), **_unwrap(kwargs))
     kwargs = {key: value for key, value in kwargs.items() if key != "a"}
