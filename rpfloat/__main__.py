@@ -723,7 +723,8 @@ def run_round(arguments: argparse.Namespace) -> int:
     _check_rounding_arguments(fmt, mode, arguments.overflow, arguments.rand_bits)
     if arguments.codes:
         _check_codes(fmt, arguments)
-    if arguments.output.suffix.lower() not in (".npy", ".npz") and _regular_or_new(arguments.output):
+    if arguments.output.suffix.lower() not in (".npy", ".npz") and _regular_or_new(arguments.output) \
+            and not _is_standard_output(arguments.output):
         raise UsageError("OUT", f"must end in .npy or .npz (which says how it is written), got {arguments.output}; "
                                 "OUT holds the rounded values")
     if arguments.key is not None and not (_is_npz(arguments.input) or _is_npz(arguments.output)):
@@ -818,7 +819,8 @@ def _check_codes(fmt, arguments: argparse.Namespace) -> None:
         raise UsageError("--codes", f"needs a format with a bit layout; {fmt!r} has only a precision")
     if not isinstance(fmt, rp.ScaledFormat):
         return
-    if arguments.output.suffix.lower() != ".npz" and _regular_or_new(arguments.output):
+    if arguments.output.suffix.lower() != ".npz" and _regular_or_new(arguments.output) \
+            and not _is_standard_output(arguments.output):
         raise UsageError("OUT", f"must end in .npz for the codes of a scaled format, which are several arrays "
                                 f"(elements, scales{', tensor_scale' if fmt.tensor_scale else ''}), got "
                                 f"{arguments.output}")

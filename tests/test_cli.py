@@ -474,6 +474,17 @@ def test_out_through_a_link_or_into_a_pipe(tmp_path):
         assert piped.returncode == 0, piped.stderr
         assert same_bits(np.load(__import__("io").BytesIO(piped.stdout)), rp.round(x, "e4m3"))
         assert summary_counts(piped.stderr.decode())["numbers"] == x.size
+        # /dev/stdout redirected to a file (named without .npy/.npz): the array, or a scaled format's codes
+        for options, name in ((["-f", "e4m3"], "redirected.out"), (["-f", "mxfp8_e4m3", "--codes"], "codes.out")):
+            with open(tmp_path / name, "wb") as redirected:
+                done = subprocess.run([sys.executable, "-m", "rpfloat", "round", "in.npy", "/dev/stdout", *options],
+                                      stdout=redirected, stderr=subprocess.PIPE, cwd=tmp_path, timeout=300)
+            assert done.returncode == 0, done.stderr
+            assert summary_counts(done.stderr.decode())["numbers"] == x.size
+        assert same_bits(np.load(tmp_path / "redirected.out"), rp.round(x, "e4m3"))
+        codes = np.load(tmp_path / "codes.out")
+        expected = rp.encode(x, "mxfp8_e4m3")
+        assert np.array_equal(codes["elements"], expected.elements) and np.array_equal(codes["scales"], expected.scales)
 
 
 def test_an_interruption_after_out_is_written_says_so(tmp_path, monkeypatch, capsys):
