@@ -1483,12 +1483,21 @@ _VALUE_FUNCTIONS = (
     np.linalg.eigvalsh, np.linalg.matrix_power, np.linalg.multi_dot, np.linalg.tensorsolve,
     np.linalg.tensorinv, np.linalg.cond, np.linalg.matrix_rank,
     np.vander, np.sinc, np.polyfit, np.roots, np.poly, np.polyadd, np.polysub, np.polymul, np.polydiv,
-    np.polyder, np.polyint, np.compress, np.extract, np.meshgrid, np.real, np.imag,
+    np.polyder, np.polyint, np.compress, np.extract, np.meshgrid, np.real, np.imag, np.fix,
     # NumPy 2's array-API spellings (where this NumPy has them)
-    *_numpy_functions("vecdot", "cumulative_sum", "cumulative_prod", "trapezoid", "linalg.matmul", "linalg.outer",
+    *_numpy_functions("unique_values", "unique_counts", "unique_inverse", "unique_all", "vecdot", "cumulative_sum", "cumulative_prod", "trapezoid", "linalg.matmul", "linalg.outer",
                       "linalg.vecdot", "linalg.vector_norm", "linalg.matrix_norm", "linalg.trace",
                       "linalg.tensordot", "linalg.cross", "linalg.svdvals"),
 )
+
+
+@_implements(np.broadcast_arrays)
+def _broadcast_arrays(func, args, kwargs):
+    """Each array broadcast on its own: an RPArray's views keep its format (the
+    formats are not combined, as nothing is computed)."""
+    results = func(*(a._data if isinstance(a, RPArray) else a for a in args), **kwargs)
+    return type(results)(RPArray._wrap(result, a._target) if isinstance(a, RPArray) else result
+                         for result, a in zip(results, args))
 
 
 @_implements(*_VALUE_FUNCTIONS)

@@ -589,6 +589,23 @@ def test_structural_functions_keep_the_format():
     zeros = np.zeros_like(a)
     assert isinstance(zeros, RPArray) and zeros.fmt == a.fmt
     assert_same(np.full_like(a, 0.1), np.full((2, 3), rp.round(0.1, "bfloat16", "up")))
+    # np.broadcast_arrays: each RPArray keeps its own format (views); plain arrays stay plain
+    b = asarray([[0.5], [0.25]], "e4m3")
+    wide, narrow, plain = np.broadcast_arrays(a, b, np.ones((2, 1)))
+    assert isinstance(wide, RPArray) and wide.fmt == a.fmt and wide.mode == "up"
+    assert isinstance(narrow, RPArray) and narrow.fmt == b.fmt and narrow.shape == (2, 3)
+    assert type(plain) is np.ndarray and plain.shape == (2, 3)
+    assert np.shares_memory(np.asarray(narrow), np.asarray(b))
+    # np.unique_* (NumPy 2) keep the format; counts and indices are plain
+    if hasattr(np, "unique_counts"):
+        counts = np.unique_counts(asarray([2.0, -1.0, 2.0], "e4m3"))
+        assert isinstance(counts.values, RPArray) and counts.values.fmt == rp.format("e4m3")
+        assert counts.values.tolist() == [-1.0, 2.0] and counts.counts.tolist() == [1, 2]
+        assert isinstance(np.unique_values(a), RPArray)
+    # np.fix rounds its float64 result: a format without -0 gets +0 for -0.5
+    fixed = np.fix(asarray([-0.5, 2.75], "e4m3fnuz"))
+    assert isinstance(fixed, RPArray) and fixed.tolist() == [0.0, 2.0]
+    assert not np.signbit(np.asarray(fixed)).any()
 
 
 def test_joining_functions_combine_and_round():
