@@ -137,7 +137,7 @@ _NAME_HINTS = {
 # (widths without leading zeros: "e4m03" would be the IEEE-style FloatFormat(4, 3), a trap
 # beside the OCP preset "e4m3")
 _FLOAT_PATTERN = re.compile(r"e(0|[1-9][0-9]*)m(0|[1-9][0-9]*)", re.ASCII)
-_FIXED_PATTERN = re.compile(r"(u?)q(-?[0-9]+)\.(-?[0-9]+)", re.ASCII)
+_FIXED_PATTERN = re.compile(r"(u?)q(0|-?[1-9][0-9]*)\.(0|-?[1-9][0-9]*)", re.ASCII)  # (no leading zeros, as eXmY)
 _INTEGER_PATTERN = re.compile(r"(u?)int([1-9][0-9]*)", re.ASCII)
 
 _ACCEPTED_KINDS = (

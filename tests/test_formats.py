@@ -505,7 +505,8 @@ def test_format_passes_formats_through():
 
 
 @pytest.mark.parametrize(
-    "name", ["fp8", "float8", "bfloat", "e4", "q8", "q8.", "uq.8", "e4m3x", "", "float8_e8m0fnu", "e\uff14m\uff13"]
+    "name", ["fp8", "float8", "bfloat", "e4", "q8", "q8.", "uq.8", "e4m3x", "", "float8_e8m0fnu", "e\uff14m\uff13",
+             "e04m3", "q8.08", "q08.8", "q-0.8"]  # (no leading zeros or -0: one name per format)
 )
 def test_unknown_names(name):
     with pytest.raises(ValueError, match="known names.*bfloat16.*float8_e4m3fn"):
