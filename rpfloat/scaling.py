@@ -542,21 +542,9 @@ def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
     pair or triple it holds)."""
     element_codes, scale_codes, tensor_scale = checked_scaled_codes(codes, fmt)
     elements = _codes.decode_values(element_codes, fmt.element)
-    if fmt.scale_range is None:
-        scales = _codes.decode_values(scale_codes, fmt.scale_format)
-        if np.any(np.signbit(scales) & ~np.isnan(scales)):
-            raise ValueError(f"scale codes of {fmt!r} must not have the sign bit set: scales are positive "
-                             "(rp.encode never gives a negative one)")
-        if tensor_scale is not None:
-            scales = scales * np.float64(tensor_scale)
-    else:
-        low, high = fmt.scale_range
-        codes64 = scale_codes.astype(np.int64)
-        nan = (codes64 == _E8M0_NAN) if fmt.has_nan_scale else np.zeros(codes64.shape, bool)
-        if np.any(~nan & ((codes64 < 0) | (codes64 > high - low))):
-            nan_code = f", or {_E8M0_NAN} (NaN)" if fmt.has_nan_scale else ""
-            raise ValueError(f"scale codes must lie in [0, {high - low}]{nan_code} for {fmt!r}")
-        scales = np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
+    scales = _scales_of_codes(scale_codes, fmt)
+    if tensor_scale is not None:
+        scales = scales * np.float64(tensor_scale)
     values = _scaled_values(elements, scales, fmt)
     return values[()] if values.ndim == 0 else values  # float64: scaled values may exceed float32
 
@@ -603,7 +591,28 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     if scale_codes.shape != expected:
         raise ValueError(f"scale codes must have shape {expected} for element codes of shape "
                          f"{element_codes.shape} in {fmt!r}, got {scale_codes.shape}")
+    _scales_of_codes(scale_codes, fmt)  # (their values checked: rp.pack must refuse what rp.decode refuses)
     return element_codes, scale_codes, tensor_scale
+
+
+def _scales_of_codes(scale_codes, fmt: ScaledFormat) -> np.ndarray:
+    """The float64 block scales of `scale_codes` (before a tensor scale);
+    ValueError for a code that ``rp.encode`` never gives: a power-of-two
+    scale's code past its range (other than E8M0's NaN), a significand scale's
+    code with the sign bit set (other than a NaN)."""
+    if fmt.scale_range is None:
+        scales = _codes.decode_values(scale_codes, fmt.scale_format)
+        if np.any(np.signbit(scales) & ~np.isnan(scales)):
+            raise ValueError(f"scale codes of {fmt!r} must not have the sign bit set: scales are positive "
+                             "(rp.encode never gives a negative one)")
+        return scales
+    low, high = fmt.scale_range
+    codes64 = scale_codes.astype(np.int64)
+    nan = (codes64 == _E8M0_NAN) if fmt.has_nan_scale else np.zeros(codes64.shape, bool)
+    if np.any(~nan & ((codes64 < 0) | (codes64 > high - low))):
+        nan_code = f", or {_E8M0_NAN} (NaN)" if fmt.has_nan_scale else ""
+        raise ValueError(f"scale codes must lie in [0, {high - low}]{nan_code} for {fmt!r}")
+    return np.where(nan, np.nan, np.ldexp(1.0, np.where(nan, 0, codes64 + low)))
 
 
 def _scaled_values(elements, scales, fmt: ScaledFormat):

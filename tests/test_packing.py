@@ -182,6 +182,14 @@ def test_pack_rejects_scaled_codes_that_do_not_fit_the_format():
         rp.pack(codes, "nvfp4")
     packed = rp.pack(codes, two_level)
     assert packed.tensor_scale == codes.tensor_scale
+    # scale codes that rp.decode refuses: a significand scale's sign bit, a power-of-two scale past its range
+    negative = (np.zeros(16, np.uint8), np.array([0xB8], np.uint8))
+    ranged = rp.ScaledFormat("e4m3", scale_format=(-5, 5))
+    past = (np.zeros(4, np.uint8), np.array(11, np.uint8))
+    for codes, fmt, message in ((negative, "nvfp4", "sign bit"), (past, ranged, r"lie in \[0, 10\]")):
+        for function in (rp.decode, rp.pack):
+            with pytest.raises(ValueError, match=message):
+                function(codes, fmt)
 
 
 def test_lists_of_python_ints_pack_exactly():
