@@ -205,8 +205,10 @@ class ScaledFormat(Replaceable):
         """(Computed once: arrays of the format ask for it on every operation.)
         float32 where every scale times every element is a float32 (float32 data
         stay within its range: the scales follow the data), else float64: an element
-        of float64, a tensor scale, or significand scales whose products with the
-        elements have more than 24 significant bits or a finer step than 2**-149."""
+        of float64, a tensor scale, significand scales whose products with the
+        elements have more than 24 significant bits or a finer step than 2**-149,
+        or a largest power-of-two scale that makes the element's step finer than
+        2**-149 (the data then saturate onto values below float32's range)."""
         if self.element.carrier is np.float64 or self.tensor_scale:
             return np.float64
         if isinstance(self.scale_format, FloatFormat):
@@ -214,6 +216,8 @@ class ScaledFormat(Replaceable):
             finest_step = _quantum_exponent(self.element) + _quantum_exponent(self.scale_format)
             if precision > 24 or finest_step < -149:
                 return np.float64
+        elif _quantum_exponent(self.element) + self.scale_range[1] < -149:
+            return np.float64  # a largest scale so small that data saturate onto steps finer than float32's
         return np.float32
 
     def __repr__(self) -> str:

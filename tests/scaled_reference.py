@@ -320,6 +320,8 @@ def _result_dtype(dtype, fmt) -> np.dtype:
     if is_float_format(fmt.scale_format):
         bits = _most_bits(fmt.element) + fmt.scale_format.man_bits + 1
         wide = wide or bits > 24 or _least_step(fmt.element) * _least_step(fmt.scale_format) < Fraction(2) ** -149
+    else:  # power-of-two scales: data past the largest scale saturate onto its steps
+        wide = wide or _least_step(fmt.element) * _pow2(scale_range(fmt)[1]) < Fraction(2) ** -149
     return np.dtype(np.float64) if wide else np.dtype(np.float32)
 
 

@@ -152,11 +152,11 @@ def test_every_mode_matches_oracle(rounding, mode):
                         f"{fmt!r} {mode} {np.dtype(dtype).name}")
 
 
-@pytest.mark.parametrize("scale_format", [(-10, 10), (-3, 40), (0, 0), (-300, 300)])
+@pytest.mark.parametrize("scale_format", [(-10, 10), (-3, 40), (0, 0), (-300, 300), (-200, -140), (-1022, -1000)])
 def test_exponent_range_scale_format(scale_format):
     """Power-of-two scales with an exponent range of one's own: clamped there,
     codes s - s_min."""
-    rng = np.random.default_rng([bound + 1000 for bound in scale_format])
+    rng = np.random.default_rng([bound + 2000 for bound in scale_format])
     for rounding in SCALE_ROUNDINGS:
         fmt = rp.ScaledFormat("e4m3", block_size=8, scale_format=scale_format, scale_rounding=rounding)
         for dtype in (np.float32, np.float64):
@@ -484,6 +484,8 @@ ROUND_TRIP_FORMATS = [rp.format(name) for name in rp.scaled_formats] + [
     # products of 15 + 11 and 4 + 24 significant bits: float64 results for float32 data
     rp.ScaledFormat(rp.FixedFormat(12, 4), block_size=2, scale_format="float16"),
     rp.ScaledFormat("e4m3", block_size=2, scale_format="float32"),
+    # scales too small for float32 data: they saturate onto values below float32's range
+    rp.ScaledFormat("e4m3", block_size=4, scale_format=(-1022, -1000)),
 ]
 
 
@@ -509,7 +511,7 @@ def test_encode_decode_round_trip(fmt):
                     assert codes.scales.shape == tuple(shape)
                 if isinstance(fmt.scale_format, tuple):  # (-10, 10): codes s + 10 in [0, 20]
                     assert codes.scales.dtype.kind == "u"
-                    assert (codes.scales <= 20).all()
+                    assert (codes.scales <= fmt.scale_format[1] - fmt.scale_format[0]).all()
                 elif fmt.scale_format == "e8m0":
                     assert codes.scales.dtype == np.uint8
                 else:  # a float scale format's codes
