@@ -41,7 +41,7 @@ from . import _codes
 from . import accumulate as _accumulate
 from . import rounding as _rounding  # looked up at call time: the tests count calls to its kernels
 from . import scaling as _scaling
-from ._plan import check_rand_bits, plan_for, random_key
+from ._plan import check_rand_bits, plan_for, random_key, unused_key
 from .modes import parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
@@ -102,7 +102,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None):  
             summary = _whole_array_summary(x)
     round_block = _round_block_of_whole if summary else _round_block
     block = functools.partial(round_block, fmt=fmt, mode=mode, overflow=overflow, rand_bits=rand_bits,
-                              seed=_stream_seed(rng) if stochastic else None, shape=x.shape,
+                              seed=_stream_seed(rng) if stochastic else _no_seed(rng), shape=x.shape,
                               dtype=plan.result_dtype)
     return _da.map_blocks(block, x, *summary, dtype=plan.result_dtype, meta=_meta(x.ndim, plan.result_dtype),
                           token="rpfloat-round")
@@ -138,7 +138,7 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     if not isinstance(fmt, ScaledFormat) and fmt.bits is None:  # (rp.encode's first complaint)
         raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns")
     plan = _plan(x, fmt, mode, overflow, rand_bits)
-    seed = _stream_seed(rng) if plan.mode.is_stochastic else None
+    seed = _stream_seed(rng) if plan.mode.is_stochastic else _no_seed(rng)
     if plan.mode.is_stochastic or isinstance(fmt, ScaledFormat):
         _known_chunks(x, "x", "a stochastic mode or a scaled format")
     if isinstance(fmt, ScaledFormat):
@@ -246,7 +246,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     _known_chunks(x, "x", "summing across chunks", axes)
     out_dtype = _rounding.result_dtype(dtype, fmt)
     _accumulate.rounding_setup(_accumulate.bounded_format(fmt, out_dtype))  # rp.sum's check of fmt
-    root = random_key(rng) if stochastic else None
+    root = random_key(rng) if stochastic else _no_seed(rng)
     partial_chunks = tuple((1,) * len(sizes) if d in axes else sizes for d, sizes in enumerate(x.chunks))
     partials = _da.map_blocks(
         functools.partial(_sum_block, fmt=fmt, axes=given_axes, mode=mode, order=order, root=root,
@@ -287,6 +287,13 @@ def _plan(x, fmt, mode, overflow, rand_bits):
     # rp.round's dtype checks and messages (masked chunks among them)
     computed = _rounding.input_array(meta if isinstance(meta, np.ma.MaskedArray) else np.empty(0, x.dtype))
     return plan_for(fmt, mode, overflow, rand_bits, computed.dtype)
+
+
+def _no_seed(rng) -> None:
+    """None, the seed of a deterministic mode, once `rng` is one that `rp.round`
+    takes (a bad `rng` is an error in every mode, when the graph is built)."""
+    unused_key(rng)
+    return None
 
 
 def _stream_seed(rng):

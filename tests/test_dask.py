@@ -424,6 +424,14 @@ def test_errors_name_the_argument():
         rpd.round(x, "e4m3", "sideways")
     with pytest.raises(TypeError, match="rng"):
         rpd.round(x, "e4m3", "stochastic", rng="seed")
+    # a bad rng in a deterministic mode too, as rp.round has it, when the graph is built
+    for function in (rpd.round, rpd.encode, rpd.sum):
+        with pytest.raises(TypeError, match="rng must be None, an int seed"):
+            function(x, "e4m3", mode="nearest", rng="seed")
+        with pytest.raises(ValueError, match="non-negative"):
+            function(x, "e4m3", mode="toward_zero", rng=-1)
+    with pytest.raises(TypeError, match="rng must be"):
+        rpd.round(x, "mxfp8_e4m3", rng=True)
     with pytest.raises(ValueError, match="rand_bits"):
         rpd.round(x, "e4m3", "nearest", rand_bits=4)
     with pytest.raises(TypeError, match="x must hold real or complex numbers"):
