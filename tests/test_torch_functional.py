@@ -429,6 +429,22 @@ def test_a_tensor_scale_gives_float64_values_cast_to_the_tensor_dtype():
     assert not np.array_equal(narrow.numpy().astype(np.float64), expected)  # the cast rounded
 
 
+@pytest.mark.parametrize(("element", "scale", "dtype"), [("q8.0", "bfloat16", torch.float16),
+                                                           ("q8.0", "e4m3", torch.bfloat16),
+                                                           ("e2m1", "bfloat16", torch.bfloat16)])
+def test_significand_scales_wider_than_a_half_tensor_are_cast_back(element, scale, dtype):
+    """float32 products of more significant bits than float16/bfloat16 hold: the
+    tensor gets rp.round's float32 values rounded to nearest by the cast (documented)."""
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale)
+    assert fmt.carrier is np.float32
+    t = torch.tensor([100.0, 99.0, 1.0, 0.6, 7.0, 5.5], dtype=dtype)
+    expected = rp.round(t.float().numpy(), fmt)
+    got = rpt.round(t, fmt)
+    assert got.dtype == dtype
+    assert torch.equal(got, torch.from_numpy(expected).to(dtype))
+    assert not np.array_equal(got.float().numpy(), expected)  # some value needed more bits: the cast rounded
+
+
 def test_import_rpfloat_does_not_import_torch():
     code = "import sys, rpfloat; assert 'torch' not in sys.modules, 'torch imported'"
     subprocess.run([sys.executable, "-c", code], check=True)
