@@ -351,6 +351,8 @@ def _whole_array_summary(x):
     depends on."""
     if x.dtype.kind != "f":
         x = x.astype(np.float64)
+    if any(0 in sizes for sizes in x.chunks):  # (dask's max fails on chunks of size 0; x itself is not empty)
+        x = x.rechunk(tuple(tuple(size for size in sizes if size) for sizes in x.chunks))
     finite = _da.isfinite(x)
     return _da.max(_da.where(finite, abs(x), 0)), ~_da.all(finite)
 

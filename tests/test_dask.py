@@ -409,6 +409,15 @@ def test_scales_of_the_whole_array_of_integers_and_empty_arrays():
     assert_same_bits(_compute(rpd.round(da.from_array(x, chunks=3), fmt)), rp.round(x, fmt))
     empty = np.zeros((0, 4), np.float32)
     assert_same_bits(_compute(rpd.round(da.from_array(empty, chunks=(0, 2)), fmt)), rp.round(empty, fmt))
+    # chunks of size 0 beside others (dask's own max refuses them): the scale of the whole array
+    y = (np.random.default_rng(4).standard_normal((3, 4)) * 100).astype(np.float32)
+    gappy = da.from_array(y, chunks=(3, 4)).rechunk(((1, 0, 2), (4,)))
+    two_level = rp.ScaledFormat("e2m1", block_size=2, scale_format="e4m3", tensor_scale=True)
+    for fmt in (rp.ScaledFormat("q8.0", scale_rounding="rceil"), two_level):
+        assert_same_bits(_compute(rpd.round(gappy, fmt)), rp.round(y, fmt))
+        codes, expected = rpd.encode(gappy, fmt), rp.encode(y, fmt)
+        assert_same_bits(_compute(codes.elements), expected.elements)
+        assert_same_bits(np.asarray(_compute(codes.scales)), np.asarray(expected.scales))
 
 
 # -- errors ---------------------------------------------------------------------------
