@@ -324,6 +324,11 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
     of the bounded product and accumulator formats; `mode`: an int; `kind`: SUM,
     PRODUCT or FUSED; `order`: a checked order name; `key`: a uint64; `block_k`:
     None or a checked positive int (sequential order)."""
+    if (block_k is None and kind == _kernels.FUSED and order == "sequential" and not exact_products
+            and acc_setup[0][_layout.P_OVERFLOW] == _layout.OVERFLOW_WRAP):
+        # acc + a*b is three float64 terms whose low bits decide a wrapped code: the block
+        # kernel sums them exactly (block_k=1 is this order, same bits and random numbers)
+        block_k = 1
     if block_k is not None:
         _kernels.accumulate_blocks(a_rows, b_rows, out, *acc_setup, mode, block_k, exact_products, key, rand_bits)
     elif order == "kahan":

@@ -595,3 +595,53 @@ def test_bad_arguments():
     assert float(rp_sum([1.0, 2.0], "bfloat16", block_k=np.int32(5))) == 3.0
     assert float(rp_sum([], "bfloat16", order="kahan")) == 0.0
     assert float(rp_sum([], "bfloat16", block_k=3)) == 0.0
+
+
+# -- fixed-point wrap: the low bits of exact sums far past the range ----------------------------
+
+
+def _wrapped(z, fmt, mode):
+    """The exact `z` rounded onto the steps of the fixed-point `fmt` in a deterministic
+    `mode`, the integer of steps wrapped modulo 2**w in two's complement."""
+    step = Fraction(2) ** -fmt.frac_bits
+    steps = z / step
+    k = {"down": math.floor, "up": math.ceil, "toward_zero": int, "nearest": round}[mode](steps)
+    modulus, low = 2**fmt.bits, 2 ** (fmt.bits - 1) if fmt.signed else 0
+    return float(((k + low) % modulus - low) * step)
+
+
+def _sequential_reference(a, b, fmt, mode, fma):
+    """Sequential order: each product (rounded first unless `fma`) added to the
+    accumulator, one rounding per addition."""
+    acc = None
+    for x, y in zip(a, b):
+        product = Fraction(x) * Fraction(y)
+        if not fma:
+            product = Fraction(_wrapped(product, fmt, mode))
+        acc = _wrapped(product if acc is None else Fraction(acc) + product, fmt, mode)
+    return acc
+
+
+@pytest.mark.parametrize("fmt", [rp.FixedFormat(21, 32, overflow="wrap"), rp.FixedFormat(53, 0, overflow="wrap"),
+                                 rp.FixedFormat(8, 45, signed=False, overflow="wrap"),
+                                 rp.FixedFormat(8, 8, overflow="wrap"), rp.FixedFormat(30, 20, overflow="wrap")],
+                         ids=repr)
+def test_wrapped_fused_and_block_sums_keep_the_low_bits(fmt):
+    """53-bit words (whose moduli float64 holds only to the step) and products far past
+    the range beside an accumulator's low bits: rounded products, fma=True, block_k=1
+    and block_k=n against exact wrapping, in the deterministic modes."""
+    rng = np.random.default_rng(fmt.bits * 100 + fmt.frac_bits)
+    cases = [([2.0**-32], [1.0]), ([-1.0], [1.0]), ([3.0], [1.0]), ([-0.25], [1.0]),
+             ([0.25, float.fromhex("0x1.947d55045483ep-4")], [1.0, float.fromhex("0x1.85dce89af805cp+110")])]
+    for _ in range(40):
+        n = int(rng.integers(1, 4))
+        cases.append(((rng.standard_normal(n) * np.exp2(rng.integers(-30, 70, n))).tolist(),
+                      (rng.standard_normal(n) * np.exp2(rng.integers(-30, 70, n))).tolist()))
+    for a, b in cases:
+        for mode in ("nearest", "up", "down", "toward_zero"):
+            want = _sequential_reference(a, b, fmt, mode, fma=True)
+            once = _wrapped(sum((Fraction(x) * Fraction(y) for x, y in zip(a, b)), Fraction(0)), fmt, mode)
+            assert float(dot(a, b, fmt, mode=mode)) == _sequential_reference(a, b, fmt, mode, fma=False)
+            assert float(dot(a, b, fmt, fma=True, mode=mode)) == want, (a, b, mode)
+            assert float(dot(a, b, fmt, block_k=1, mode=mode)) == want, (a, b, mode)
+            assert float(dot(a, b, fmt, block_k=len(a), mode=mode)) == once, (a, b, mode)

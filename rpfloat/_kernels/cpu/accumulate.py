@@ -326,7 +326,15 @@ def _round_wrapping(value, residual, params, mode, random, rand_bits):
     step = bits_to_float64(params[P_SCALE_BITS])
     modulus = step * 2.0 ** params[P_WORD_BITS]
     negative = value < 0.0 or (value == 0.0 and residual < 0.0)
-    if abs(value) >= modulus:
+    if abs(value) >= modulus and params[P_WORD_BITS] >= 53:
+        # 53-bit words: three moduli are past float64's steps; the exact digits of z
+        # instead, less whole moduli to |z| <= M (`wrap_digits`), keeping its sign
+        digits = np.zeros(LIMBS, np.int64)
+        low = min(exact_add(digits, value), exact_add(digits, residual))
+        value, residual = exact_pair(digits, wrap_digits(digits, low, params), False)
+        if residual == 0.0:
+            return bits_to_float64(round_value(float64_to_bits(value), params, mode, random, rand_bits))
+    elif abs(value) >= modulus:
         remainder = np.fmod(value, modulus) + math.copysign(modulus, value)
         value, residual = two_sum(remainder, np.fmod(residual, modulus))
         if residual == 0.0:  # z itself, now a float64
@@ -891,12 +899,14 @@ def exact_pair(digits, low, negative_zero):
 @njit(**NUMBA_OPTIONS)
 def wrap_digits(digits, low, params):
     """Under fixed-point wrap (`params`), the exact ``z`` in `digits` less whole
-    moduli ``2**w`` steps (a power of two), keeping its sign: ``z mod M`` plus
-    ``M`` for a positive z, less ``2 M`` for a negative one, so that ``1 <= |z| /
-    M < 2``; a zero stays. The low bits that decide the wrapped code then lie
-    within float64's reach of ``fl(z)``, which `exact_pair`'s remainder rounded
-    to odd would otherwise drop (a block sum far past the range). Returns the
-    lowest digit touched. Other policies: `digits` as they are."""
+    moduli ``M = 2**w`` steps (a power of two), keeping its sign: ``z mod M`` for
+    a positive z, less ``M`` for a negative one, so that ``|z| <= M``; a zero
+    stays. The wrapped code depends on z modulo M and, through the rounding of
+    its fraction of a step, on its sign alone. Its low bits then lie within
+    float64's reach of ``fl(z)`` (``M <= 2**53`` steps: whole steps are exact),
+    which `exact_pair`'s remainder rounded to odd would otherwise drop (a block
+    sum far past the range). Returns the lowest digit touched. Other policies:
+    `digits` as they are."""
     if params[P_OVERFLOW] != OVERFLOW_WRAP:
         return low
     step_exponent = ((params[P_SCALE_BITS] >> 52) & 0x7FF) - 1023
@@ -915,7 +925,8 @@ def wrap_digits(digits, low, params):
     digits[digit] &= (np.int64(1) << (position & 31)) - 1
     for i in range(digit + 1, LIMBS):
         digits[i] = 0
-    digits[digit] += (np.int64(-2) if negative else np.int64(1)) << (position & 31)
+    if negative:
+        digits[digit] -= np.int64(1) << (position & 31)
     low = min(low, digit)
     exact_normalize(digits, low)
     return low
