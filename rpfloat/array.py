@@ -1485,8 +1485,9 @@ _VALUE_FUNCTIONS = (
     np.vander, np.sinc, np.polyfit, np.roots, np.poly, np.polyadd, np.polysub, np.polymul, np.polydiv,
     np.polyder, np.polyint, np.compress, np.extract, np.meshgrid, np.real, np.imag, np.fix,
     # NumPy 2's array-API spellings (where this NumPy has them)
-    *_numpy_functions("unique_values", "unique_counts", "unique_inverse", "unique_all", "vecdot", "cumulative_sum", "cumulative_prod", "trapezoid", "linalg.matmul", "linalg.outer",
-                      "linalg.vecdot", "linalg.vector_norm", "linalg.matrix_norm", "linalg.trace",
+    *_numpy_functions("unique_values", "unique_counts", "unique_inverse", "unique_all", "vecdot", "cumulative_sum",
+                      "cumulative_prod", "trapezoid", "linalg.matmul", "linalg.outer", "linalg.vecdot",
+                      "linalg.vector_norm", "linalg.matrix_norm", "linalg.trace",
                       "linalg.tensordot", "linalg.cross", "linalg.svdvals"),
 )
 
