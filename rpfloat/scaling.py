@@ -540,9 +540,8 @@ def scale_codes(scales: np.ndarray, fmt: ScaledFormat, tensor_scale) -> np.ndarr
 def decode_scaled(codes, fmt: ScaledFormat) -> np.ndarray:
     """``rp.decode`` for a scaled format: `codes` is a :class:`ScaledCodes` (or the
     pair or triple it holds)."""
-    element_codes, scale_codes, tensor_scale = checked_scaled_codes(codes, fmt)
+    element_codes, _, tensor_scale, scales = _checked_scaled(codes, fmt)
     elements = _codes.decode_values(element_codes, fmt.element)
-    scales = _scales_of_codes(scale_codes, fmt)
     if tensor_scale is not None:
         scales = scales * np.float64(tensor_scale)
     values = _scaled_values(elements, scales, fmt)
@@ -571,8 +570,15 @@ def check_tensor_scale_given(fmt: ScaledFormat, tensor_scale) -> None:
 def checked_scaled_codes(codes, fmt: ScaledFormat):
     """``(element codes, scale codes, tensor scale)`` of the `codes` of `fmt`
     (a ScaledCodes, or the pair or triple it holds), checked: integer codes,
-    scale codes of the shape the element codes' blocks take, and a tensor
-    scale (a positive finite number) exactly where `fmt` has one."""
+    scale codes of the shape the element codes' blocks take and of values
+    ``rp.encode`` gives, and a tensor scale (a positive finite number) exactly
+    where `fmt` has one."""
+    return _checked_scaled(codes, fmt)[:3]
+
+
+def _checked_scaled(codes, fmt: ScaledFormat):
+    """`checked_scaled_codes` and the block scales the scale codes stand for
+    (found while checking them)."""
     if not isinstance(codes, tuple) or len(codes) not in (2, 3):
         packed = type(codes).__name__ == "PackedScaled"
         hint = "; rp.unpack(packed, fmt) gives them back from rp.pack's" if packed else ""
@@ -591,8 +597,7 @@ def checked_scaled_codes(codes, fmt: ScaledFormat):
     if scale_codes.shape != expected:
         raise ValueError(f"scale codes must have shape {expected} for element codes of shape "
                          f"{element_codes.shape} in {fmt!r}, got {scale_codes.shape}")
-    _scales_of_codes(scale_codes, fmt)  # (their values checked: rp.pack must refuse what rp.decode refuses)
-    return element_codes, scale_codes, tensor_scale
+    return element_codes, scale_codes, tensor_scale, _scales_of_codes(scale_codes, fmt)
 
 
 def _scales_of_codes(scale_codes, fmt: ScaledFormat) -> np.ndarray:
