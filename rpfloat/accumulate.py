@@ -69,7 +69,7 @@ _AXIS_ERROR = getattr(np, "exceptions", np).AxisError  # numpy.exceptions from N
 
 
 def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=None,  # noqa: A001
-        rand_bits=None, keepdims=False):
+        rand_bits=None, keepdims=False, out=None):
     """Sum of `x` with every addition rounded onto `fmt`.
 
     Parameters
@@ -104,6 +104,11 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         accumulator with an 8- or 12-bit random source, say.
     keepdims : bool
         Keep the summed axes, with length 1, as ``np.sum(..., keepdims=True)``.
+    out : ndarray or RPArray, optional
+        Where to write the result, which is then returned: an ndarray of the
+        result's shape and dtype, or, where the result is an RPArray, an RPArray
+        of its shape and format (which keeps its own mode and generator). It may
+        be one of the operands.
 
     Returns
     -------
@@ -135,8 +140,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
             raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
 
-        if keepdims is not False:
-            raise TypeError("keepdims: rpfloat.dask.sum does not take it; reshape its result, or sum a NumPy array")
+        if keepdims is not False or out is not None:
+            raise TypeError(f"{'keepdims' if out is None else 'out'}: rpfloat.dask.sum does not take it; "
+                            "reshape or store its result, or sum a NumPy array")
         return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng,
                                 rand_bits=rand_bits)
     fmt = _element_format(fmt, "fmt")
@@ -154,25 +160,28 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     shape = tuple(values.shape[d] for d in kept)
     n = int(np.prod([values.shape[d] for d in axes], dtype=np.int64))
     count = int(np.prod(shape, dtype=np.int64))
-    # the kernel reduces a (all ones) against b's columns: one column per result
-    columns = np.transpose(values, list(axes) + kept).reshape(1, n, count)
-    out = np.zeros((1, 1, count))
-    if n and out.size:
-        # an RPArray result rounds as RPArrays do: exp_bits=None within its carrier's range
-        setup = _rounding_setup(_bounded(fmt, out_dtype if array_result is None else fmt.carrier))
-        _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), out, setup, setup,
-                    int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
     if keepdims:
         shape = tuple(1 if d in axes else values.shape[d] for d in range(values.ndim))
+    _check_out(out, shape, out_dtype, fmt if array_result is not None else None)
+    # the kernel reduces a (all ones) against b's columns: one column per result
+    columns = np.transpose(values, list(axes) + kept).reshape(1, n, count)
+    sums = np.zeros((1, 1, count))
+    if n and sums.size:
+        # an RPArray result rounds as RPArrays do: exp_bits=None within its carrier's range
+        setup = _rounding_setup(_bounded(fmt, out_dtype if array_result is None else fmt.carrier))
+        _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), sums, setup, setup,
+                    int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
+    if out is not None:
+        return _store(sums.reshape(shape), out)
     if array_result is not None:
-        return array_result(out.reshape(shape), fmt)
+        return array_result(sums.reshape(shape), fmt)
     if keepdims:
-        return out.reshape(shape).astype(out_dtype)
-    return _finish(out.reshape(shape), out_dtype)
+        return sums.reshape(shape).astype(out_dtype)
+    return _finish(sums.reshape(shape), out_dtype)
 
 
 def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None,
-        rand_bits=None):
+        rand_bits=None, out=None):
     """Dot product of vectors (or matrix product of matrices) with rounded steps.
 
     Each product ``a_k * b_k`` is rounded onto `fmt` (unless ``fma=True``), each
@@ -202,11 +211,11 @@ def dot(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=No
         raise ValueError(f"rp.dot: the inner dimensions differ: a has {a_values.shape}, b has {b_values.shape} "
                          f"({a_values.shape[-1]} != {b_values.shape[0]})")
     return matmul(a, b, fmt, acc=acc, fma=fma, mode=mode, order=order, rng=rng, block_k=block_k,
-                  rand_bits=rand_bits)
+                  rand_bits=rand_bits, out=out)
 
 
 def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng=None, block_k=None,
-           rand_bits=None):
+           rand_bits=None, out=None):
     """Matrix product (``np.matmul`` shapes) with every product and addition rounded.
 
     Parameters
@@ -242,6 +251,11 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     rand_bits : None or int
         The stochastic modes only: the random bits each rounding draws, as for
         :func:`rpfloat.round` (None: 64).
+    out : ndarray or RPArray, optional
+        Where to write the result, which is then returned: an ndarray of the
+        result's shape and dtype (0-d for two vectors), or, where the result is an
+        RPArray, an RPArray of its shape and of format `acc` (which keeps its own
+        mode and generator). It may be one of the operands.
 
     Returns
     -------
@@ -301,19 +315,22 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     a_rows = np.broadcast_to(a_matrix, batch + (rows, inner)).reshape(groups, rows, inner)
     b_rows = np.broadcast_to(b_matrix, batch + (inner, cols)).reshape(groups, inner, cols)
     out_dtype = result_dtype(np.result_type(a_dtype, b_dtype), acc)
-    out = np.zeros((groups, rows, cols))
-    if inner and out.size:
+    shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
+    _check_out(out, shape, out_dtype, acc if array_result is not None else None)
+    products = np.zeros((groups, rows, cols))
+    if inner and products.size:
         a_rows = np.ascontiguousarray(a_rows, dtype=np.float64)
         b_rows = np.ascontiguousarray(b_rows, dtype=np.float64)
         # an RPArray result rounds as RPArrays do: exp_bits=None within each carrier's range
         bounds = (out_dtype, out_dtype) if array_result is None else (fmt.carrier, acc.carrier)
-        _run_kernel(a_rows, b_rows, out, _rounding_setup(_bounded(fmt, bounds[0])),
+        _run_kernel(a_rows, b_rows, products, _rounding_setup(_bounded(fmt, bounds[0])),
                     _rounding_setup(_bounded(acc, bounds[1])), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
                     order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), rand_bits, block_k)
-    shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
+    if out is not None:
+        return _store(products.reshape(shape), out)
     if array_result is not None:
-        return array_result(out.reshape(shape), acc)
-    return _finish(out.reshape(shape), out_dtype)
+        return array_result(products.reshape(shape), acc)
+    return _finish(products.reshape(shape), out_dtype)
 
 
 def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order, exact_products, key, rand_bits,
@@ -342,6 +359,46 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
     else:
         _kernels.accumulate(a_rows, b_rows, out, *product_setup, *acc_setup, mode, kind, order == "pairwise",
                             exact_products, key, rand_bits)
+
+
+def _check_out(out, shape, dtype, array_format):
+    """TypeError or ValueError where `out` (None: nothing to check) cannot hold a
+    result of `shape` and `dtype`, or, where `array_format` is not None (RPArray
+    operands), of that format."""
+    if out is None:
+        return
+    from .array import RPArray  # (array imports this module)
+
+    if array_format is not None:
+        if not isinstance(out, RPArray):
+            raise TypeError(f"out must be an RPArray (of format {_label(array_format)}) where an operand is one, "
+                            f"got {type(out).__name__}")
+        if out.fmt != array_format:
+            raise ValueError(f"out must be an RPArray of the result's format {_label(array_format)}, got one of "
+                             f"{_label(out.fmt)}")
+        data = out._data
+    else:
+        if not isinstance(out, np.ndarray):
+            raise TypeError(f"out must be a numpy ndarray, got {type(out).__name__}")
+        if out.dtype != dtype:
+            raise TypeError(f"out must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
+        data = out
+    if out.shape != shape:
+        raise ValueError(f"out must have the result's shape {shape}, got {out.shape}")
+    if not data.flags.writeable:
+        raise ValueError("out must be writeable")
+
+
+def _label(fmt) -> str:
+    return fmt.name or repr(fmt)
+
+
+def _store(values, out):
+    """`values` (float64, of `out`'s shape and exactly values of its format or
+    dtype) written into `out`, a checked ndarray or RPArray; `out`."""
+    data = out if isinstance(out, np.ndarray) else out._data
+    data[...] = values
+    return out
 
 
 def _mode_of(mode, *operands):

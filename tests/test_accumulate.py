@@ -509,3 +509,58 @@ def test_exact_sums_just_below_the_overflow_midpoint_round_to_max(name, kwargs):
     assert float(dot(a, b, fmt, **kwargs)) == fmt.max
     if not isinstance(fmt, rp.FixedFormat):
         assert float(dot(-a, b, fmt, **kwargs)) == -fmt.max
+
+
+def test_out_receives_the_result_bit_for_bit():
+    """out= of rp.sum / rp.dot / rp.matmul: the same bits as the returned result
+    (stochastic mode with one seed), `out` itself returned, an operand as `out`."""
+    generator = np.random.default_rng(SEED)
+    a = generator.standard_normal((2, 3, 40)).astype(np.float32)
+    b = generator.standard_normal((40, 5)).astype(np.float32)
+    options = dict(acc="float16", mode="stochastic", rng=7)
+    expected = matmul(a, b, "e4m3", **options)
+    out = np.full(expected.shape, np.nan, np.float32)
+    assert matmul(a, b, "e4m3", out=out, **options) is out
+    assert_same(out, expected)
+    vector = dot(a[0, 0], b[:, 1], "e4m3", **options)
+    out = np.full((), np.nan, np.float32)
+    assert dot(a[0, 0], b[:, 1], "e4m3", out=out, **options) is out
+    assert_same(out, vector)
+    for axis, keepdims in ((None, False), (2, False), ((0, 2), True)):
+        expected = rp_sum(a, "bfloat16", axis=axis, keepdims=keepdims, mode="stochastic", rng=3)
+        out = np.full(np.shape(expected), np.nan, np.float32)
+        assert rp_sum(a, "bfloat16", axis=axis, keepdims=keepdims, mode="stochastic", rng=3, out=out) is out
+        assert_same(out, expected)
+    square = generator.standard_normal((33, 33))
+    expected = matmul(square, square, "bfloat16", order="pairwise")
+    matmul(square, square, "bfloat16", order="pairwise", out=square)  # reads done before the write
+    assert_same(square, expected)
+
+
+def test_out_of_rparray_operands_is_an_rparray_of_acc():
+    x = rp.asarray(np.linspace(-3, 3, 12).reshape(3, 4), "bfloat16", mode="up")
+    y = rp.asarray(np.linspace(1, 2, 8).reshape(4, 2), "bfloat16", mode="up")
+    out = rp.asarray(np.zeros((3, 2)), "float16", mode="down")
+    assert matmul(x, y, "bfloat16", acc="float16", out=out) is out
+    assert_same(out, matmul(x, y, "bfloat16", acc="float16"))
+    assert (out.fmt.name, out.mode) == ("float16", "down")  # out keeps its own mode
+    with pytest.raises(TypeError, match="out must be an RPArray"):
+        matmul(x, y, "bfloat16", out=np.zeros((3, 2), np.float32))
+    with pytest.raises(ValueError, match="result's format bfloat16"):
+        matmul(x, y, "bfloat16", out=out)
+
+
+@pytest.mark.parametrize("out, error, message", [
+    (np.zeros((3, 2), np.float32), TypeError, "result dtype float64, got float32"),
+    (np.zeros((2, 3)), ValueError, r"result's shape \(3, 2\), got \(2, 3\)"),
+    ([[0.0] * 2] * 3, TypeError, "numpy ndarray, got list"),
+    (np.broadcast_to(np.zeros(2), (3, 2)), ValueError, "writeable"),
+])
+def test_out_of_the_wrong_kind_is_refused_before_any_work(out, error, message):
+    a, b = np.ones((3, 4)), np.ones((4, 2))
+    snapshot = np.array(out, copy=True)
+    with pytest.raises(error, match=message):
+        matmul(a, b, "bfloat16", out=out)
+    with pytest.raises(error, match=message):
+        rp_sum(np.ones((4, 3, 2)), "bfloat16", axis=0, out=out)
+    np.testing.assert_array_equal(np.asarray(out), snapshot)
