@@ -47,8 +47,19 @@ def plan_for(fmt, mode, overflow, rand_bits, input_dtype) -> Plan:
     a ``rpfloat.scaling.ScaledPlan``."""
     try:
         return _cached_plan(fmt, mode, overflow, rand_bits, input_dtype)
-    except TypeError:  # an unhashable argument: validate it uncached, for a clear message
-        return _cached_plan.__wrapped__(fmt, mode, overflow, rand_bits, input_dtype)
+    except TypeError:
+        if _hashable((fmt, mode, overflow, rand_bits, input_dtype)):
+            raise  # the validation's own message, once
+    # an unhashable argument: validated uncached, for a clear message (raised on its own)
+    return _cached_plan.__wrapped__(fmt, mode, overflow, rand_bits, input_dtype)
+
+
+def _hashable(value) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
 
 
 @functools.lru_cache(maxsize=1024, typed=True)  # typed: True, 1.0 and Mode(0) are not 1, 1 and 0

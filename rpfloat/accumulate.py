@@ -548,12 +548,10 @@ def exact_operand(x, argument):
     doubles), ValueError for integers float64 does not hold exactly. ml_dtypes
     arrays are float32 data, as for ``rp.round``."""
     array = input_array(x, argument)
-    if array.dtype == _FLOAT64 and not isinstance(x, np.ndarray) and np.asarray(x).dtype == object:
-        # Python ints beyond int64 (objects to NumPy), which input_array rounded to float64
-        ints = [item for item in np.array(x, dtype=object).flat if isinstance(item, int)]
-        if any(int(float(item)) != item for item in ints):
-            raise ValueError(f"{argument} holds integers that float64 cannot hold exactly (beyond 2**53); "
-                             "the computation takes its inputs exactly: pass them as floats to round them first")
+    if array.dtype.kind == "f" and isinstance(x, (list, tuple)) and _holds_inexact_integers(x):
+        # ints beside floats in a list: NumPy made them floats before any check could see them
+        raise ValueError(f"{argument} holds integers that float64 cannot hold exactly (beyond 2**53); "
+                         "the computation takes its inputs exactly: pass them as floats to round them first")
     if array.dtype.kind not in "biuf":
         raise TypeError(
             f"{argument} must hold real numbers, got dtype {array.dtype}"
@@ -568,6 +566,16 @@ def exact_operand(x, argument):
             raise ValueError(f"{argument} holds integers that float64 cannot hold exactly (beyond 2**53); "
                              "the computation takes its inputs exactly: pass them as floats to round them first")
     return values, dtype
+
+
+def _holds_inexact_integers(items) -> bool:
+    """Whether the (nested) list or tuple `items` holds an integer (Python or
+    NumPy, bools aside) that float64 does not hold exactly."""
+    for item in np.array(items, dtype=object).reshape(-1):
+        if isinstance(item, (int, np.integer)) and not isinstance(item, (bool, np.bool_)) \
+                and not -2**53 <= item <= 2**53 and int(float(item)) != int(item):
+            return True
+    return False
 
 
 def reduced_axes(axis, ndim) -> list:

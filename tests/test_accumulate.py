@@ -377,6 +377,15 @@ def test_integers_beyond_float64_are_refused_not_rounded():
     assert rp_sum([2**64, -(2**64), 3], "float64") == 3.0
     with pytest.raises(ValueError, match="x holds integers"):
         rp_sum([2**64 + 1, -(2**64)], "float64")
+    # beside floats in a list, where NumPy makes every item a float64 (2**53 + 1 would be 2**53)
+    for items in ([2**53 + 1, 0.5], [[np.int64(2**53 + 1)], [0.5]], (np.uint64(2**64 - 1), 2.0**70)):
+        with pytest.raises(ValueError, match="x holds integers"):
+            rp_sum(items, "float64")
+    with pytest.raises(ValueError, match="a holds integers"):
+        dot([2**53 + 1, 1.0], [1.0, 0.5], "float64")
+    with pytest.raises(ValueError, match="b holds integers"):
+        matmul([[1.0, 0.5]], [[-(2**53) - 1], [1.0]], "float64")
+    assert rp_sum([2**70, 0.5, True], "float64") == 2.0**70  # exactly float64s: taken
 
 
 def test_inputs_rp_round_refuses_are_refused_and_ml_dtypes_taken():

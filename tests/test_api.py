@@ -569,6 +569,17 @@ def test_cached_validation_tells_equal_values_of_other_types_apart():
         rp.round(x, "bfloat16", 0)
 
 
+@pytest.mark.parametrize("arguments", [
+    dict(overflow=5), dict(mode="stochastic", rng=1, rand_bits=2.0), dict(mode=3), dict(overflow=["inf"]),
+])
+def test_a_refused_argument_raises_one_error_not_a_chain(arguments):
+    """A TypeError of validation is raised once, as it is: not caught as if the
+    arguments were unhashable and raised again while handling it."""
+    with pytest.raises(TypeError) as caught:
+        rp.round(np.ones(2, np.float32), "e4m3", **arguments)
+    assert caught.value.__context__ is None
+
+
 def test_impossible_policy_raises_before_looking_at_data():
     with pytest.raises(ValueError, match="overflow='inf' is impossible"):
         rp.round(np.array([], dtype=np.float32), "e4m3", "toward_zero", overflow="inf")
