@@ -531,15 +531,20 @@ def kernel_bounds(fmt, input_dtype, result_dtype, limits_dtype=None) -> np.ndarr
     block, inside `fmt`'s range and ``[2**-100, 2**100]``, of its smallest
     normal rounded up to `result_dtype` (1 where it has none), and of the
     smallest and largest ``|x|`` of a narrow block, inside `fmt`'s range and
-    ``[2**-60, 2**60]``. The limits are those of `limits_dtype` (by default
-    `result_dtype`: see `_gather_chunks`). Read-only, cached."""
+    ``[2**-60, 2**60]`` (``1 << 62`` and -1 where no magnitude is in range with
+    either sign, so that no block is ordinary or narrow, not even one of zeros).
+    The limits are those of `limits_dtype` (by default `result_dtype`: see
+    `_gather_chunks`). Read-only, cached."""
     low, high, min_normal = kernel_limits(fmt, limits_dtype or result_dtype).tolist()
     input_dtype, result_dtype = np.dtype(input_dtype), np.dtype(result_dtype)
     ranges = []
     for fast_range in (_FAST_RANGE, _NARROW_RANGE):
         x_high = min(high, -low, fast_range)
-        x_low = 1 / fast_range if x_high >= 1 / fast_range else x_high * 2  # none where x_high is below
-        ranges.append((_magnitude_bits(x_low, input_dtype, up=True), _magnitude_bits(x_high, input_dtype, up=False)))
+        if x_high >= 1 / fast_range:
+            ranges.append((_magnitude_bits(1 / fast_range, input_dtype, up=True),
+                           _magnitude_bits(x_high, input_dtype, up=False)))
+        else:  # no |x| is in range with either sign (unsigned formats, max 0): no block, zeros alone neither
+            ranges.append(tuple(_NO_BOUNDS[:2]))
     bounds = np.array([*ranges[0], _magnitude_bits(min_normal, result_dtype, up=True) if min_normal > 0 else 1,
                        *ranges[1]], np.int64)
     bounds.flags.writeable = False
@@ -551,7 +556,7 @@ def _magnitude_bits(value: float, dtype: np.dtype, up: bool) -> int:
     value = abs(value)
     with np.errstate(over="ignore"):
         nearest = dtype.type(value)
-    if (up and nearest < value) or (not up and nearest > value):
+    if (up and float(nearest) < value) or (not up and float(nearest) > value):  # (float32 < float: float32's <)
         nearest = np.nextafter(nearest, dtype.type(np.inf if up else 0.0))
     return int(np.array(nearest, dtype).view(np.int32 if dtype.itemsize == 4 else np.int64))
 

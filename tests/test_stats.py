@@ -397,3 +397,45 @@ def test_results_from_elsewhere_that_are_not_finite_from_ordinary_inputs(dtype, 
     assert stats.max_abs_error == errors.max()
     assert stats.mean_abs_error == pytest.approx(errors.mean(), rel=1e-12)
     assert stats.max_rel_error == (errors / np.abs(x[keep].astype(np.float64))).max()
+
+
+@pytest.mark.parametrize("fmt", ["uq4.4", "uint8", rp.FixedFormat(1, 0),
+                                 rp.ScaledFormat(rp.FixedFormat(4, 4, signed=False), block_size=32)])
+def test_whole_blocks_of_zeros_in_formats_without_a_symmetric_range(fmt):
+    """Unsigned formats (and a max of 0) have no magnitude in range for both
+    signs; a float32 block of 1024 zeros must still count as zeros, not put
+    0 / 0 into the relative errors."""
+    x = np.zeros(4096, np.float32)
+    x[1500], x[3000], x[3001] = 0.3, -0.2, 2.0
+    rounded, stats = rp.round(x, fmt, stats=True)
+    assert_matches_reference(stats, reference_stats(x, rounded, fmt))
+    assert math.isfinite(stats.mean_rel_error)
+
+
+@pytest.mark.parametrize("fmt, past_max", [
+    ("q16.16", 32768.0),                                       # max 32767.99998 has no float32
+    (rp.FixedFormat(8, 24, overflow="wrap"), 128.0),           # wraps to -128
+    (rp.FloatFormat(5, 30, overflow="saturate"), 65536.0),     # max 65535.99999...
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_overflow_just_past_a_max_the_input_dtype_cannot_hold(fmt, past_max, dtype):
+    """The largest in-range |x| of the input dtype is the max rounded *down*
+    to it: 32768.0 (float32's nearest to q16.16's max) is past the max."""
+    x = np.full(3000, 1.0, dtype)
+    x[[5, 2500]] = past_max
+    x[7] = -past_max * 4
+    rounded, stats = rp.round(x, fmt, stats=True)
+    assert stats.overflowed == 3
+    assert_matches_reference(stats, reference_stats(x, rounded, fmt))
+
+
+@pytest.mark.parametrize("fmt", ["float64", rp.FloatFormat(9, 7), rp.FloatFormat(11, 20)])
+def test_results_of_a_narrower_dtype_than_the_formats_min_normal(fmt):
+    """Results from elsewhere in float32 for a format whose smallest normal is
+    below float32's subnormals: no float32 result underflows, zeros of nonzero
+    x are flushed, zeros of zeros are not."""
+    x = np.float32([0.0, -2e-15, 8.26e-22, 1.5, 3e-20] * 500)
+    rounded = np.float32([0.0, 0.0, 1e-42, 1.5, 0.0] * 500)
+    stats = rounding_stats(x, rounded, fmt)
+    assert (stats.underflowed, stats.flushed_to_zero) == (0, 1000)
+    assert_matches_reference(stats, reference_stats(x, rounded, fmt))
