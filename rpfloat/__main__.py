@@ -305,8 +305,12 @@ class InputArray:
     def _open_npy(self):
         with open(self.path, "rb") as file:
             magic = file.read(6)
-        if magic != b"\x93NUMPY":
-            raise FileError(f"cannot read {self.path}: not a NumPy .npy file")
+            if magic != b"\x93NUMPY":
+                raise FileError(f"cannot read {self.path}: not a NumPy .npy file")
+            file.seek(0)
+            dtype = _member_header(file)[2]
+        if dtype is not None and dtype.hasobject:  # (as an .npz member says it, not as np.load's mmap)
+            raise FileError(f"{self.path} holds Python objects, not numbers")
         array = np.load(self.path, mmap_mode="r", allow_pickle=False)
         self.shape, self.dtype = array.shape, array.dtype
         if array.dtype.kind in "biufc" and not array.flags.c_contiguous:

@@ -376,20 +376,24 @@ def test_out_is_untouched_when_the_input_is_bad(tmp_path):
     out.write_bytes(b"precious")
     (tmp_path / "text.npy").write_text("not an array")
     np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
+    np.save(tmp_path / "objects.npy", np.array([1.5, None], dtype=object), allow_pickle=True)
+    np.savez(tmp_path / "objects.npz", x=np.array([1.5, None], dtype=object))
     # an archive whose array claims more data than it holds: chunks fail midway
     header = {"descr": "<f4", "fortran_order": False, "shape": (1000,)}
     with zipfile.ZipFile(tmp_path / "truncated.npz", "w") as archive, archive.open("x.npy", "w") as member:
         np.lib.format.write_array_header_1_0(member, header)
         member.write(np.ones(600, np.float32).tobytes())
     for name, reason in (("missing.npy", "No such file"), ("text.npy", "not a NumPy .npy file"),
-                         ("strings.npy", "not numbers"), ("truncated.npz", "ends early")):
+                         ("strings.npy", "not numbers"), ("truncated.npz", "ends early"),
+                         ("objects.npy", "holds Python objects, not numbers"),
+                         ("objects.npz", "holds Python objects, not numbers")):
         finished = run_cli("round", name, "out.npy", "-f", "e4m3", "--chunk", "100", cwd=tmp_path)
         assert finished.returncode == 1
         assert finished.stderr.count("\n") == 1 and name in finished.stderr and reason in finished.stderr
         assert finished.stdout == ""
         assert out.read_bytes() == b"precious"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["out.npy", "strings.npy", "text.npy",
-                                                                "truncated.npz"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["objects.npy", "objects.npz", "out.npy",
+                                                                "strings.npy", "text.npy", "truncated.npz"]
 
 
 def test_unwritable_output_is_an_error(tmp_path):
