@@ -605,7 +605,14 @@ def _wrapped(z, fmt, mode):
     `mode`, the integer of steps wrapped modulo 2**w in two's complement."""
     step = Fraction(2) ** -fmt.frac_bits
     steps = z / step
-    k = {"down": math.floor, "up": math.ceil, "toward_zero": int, "nearest": round}[mode](steps)
+    def away(s):  # nearest, ties away from zero
+        return math.floor(abs(s) + Fraction(1, 2)) * (-1 if s < 0 else 1)
+
+    def odd(s):  # s where it is a step, else its neighbour of odd steps
+        return int(s) if s.denominator == 1 else math.floor(s) | 1
+
+    k = {"down": math.floor, "up": math.ceil, "toward_zero": int, "nearest": round, "nearest_away": away,
+         "odd": odd}[mode](steps)
     modulus, low = 2**fmt.bits, 2 ** (fmt.bits - 1) if fmt.signed else 0
     return float(((k + low) % modulus - low) * step)
 
@@ -631,14 +638,20 @@ def test_wrapped_fused_and_block_sums_keep_the_low_bits(fmt):
     the range beside an accumulator's low bits: rounded products, fma=True, block_k=1
     and block_k=n against exact wrapping, in the deterministic modes."""
     rng = np.random.default_rng(fmt.bits * 100 + fmt.frac_bits)
+    step = 2.0**-fmt.frac_bits
     cases = [([2.0**-32], [1.0]), ([-1.0], [1.0]), ([3.0], [1.0]), ([-0.25], [1.0]),
              ([0.25, float.fromhex("0x1.947d55045483ep-4")], [1.0, float.fromhex("0x1.85dce89af805cp+110")])]
+    # ties 2**52 steps and more out, where a float64 ulp is a step: the tie is the even
+    # grid point plus half a step (nearest_away went to the even one)
+    for big in (-(2.0**52), 3 * 2.0**52, 2.0**52 + 1, -(2.0**53) + 2, 2.0**60):
+        for half in (0.5, -0.5):
+            cases.append(([big * step, half * step], [1.0, 1.0]))
     for _ in range(40):
         n = int(rng.integers(1, 4))
         cases.append(((rng.standard_normal(n) * np.exp2(rng.integers(-30, 70, n))).tolist(),
                       (rng.standard_normal(n) * np.exp2(rng.integers(-30, 70, n))).tolist()))
     for a, b in cases:
-        for mode in ("nearest", "up", "down", "toward_zero"):
+        for mode in ("nearest", "nearest_away", "up", "down", "toward_zero", "odd"):
             want = _sequential_reference(a, b, fmt, mode, fma=True)
             once = _wrapped(sum((Fraction(x) * Fraction(y) for x, y in zip(a, b)), Fraction(0)), fmt, mode)
             assert float(dot(a, b, fmt, mode=mode)) == _sequential_reference(a, b, fmt, mode, fma=False)

@@ -321,8 +321,10 @@ def _round_wrapping(value, residual, params, mode, random, rand_bits):
     steps; TwoSum makes it a float64 and a residual within half its ulp again.
     ``value / step`` is then exact, ``low`` its floor and z lies strictly between
     ``low`` and ``low + 1`` steps: the residual, at most half a float64 ulp of
-    the value, cannot reach a grid point or a midpoint that the value is not on
-    (a midpoint is a multiple of that ulp too)."""
+    the value, cannot reach a grid point that the value is not on, nor a
+    midpoint, unless that ulp is a whole step (``|z|`` of 2**52 steps or more:
+    53-bit words): then a midpoint is the value, on a grid point (the even one,
+    as float64 rounds), plus a residual of half a step."""
     step = bits_to_float64(params[P_SCALE_BITS])
     modulus = step * 2.0 ** params[P_WORD_BITS]
     negative = value < 0.0 or (value == 0.0 and residual < 0.0)
@@ -343,11 +345,14 @@ def _round_wrapping(value, residual, params, mode, random, rand_bits):
     low = math.floor(scaled)
     fraction = scaled - low
     tail = residual / step
+    tie = fraction == 0.0 and abs(tail) == 0.5  # a midpoint split between value and residual
     if fraction == 0.0 and tail < 0.0:  # just below the grid point `scaled`
         low -= 1.0
         fraction = 1.0
     high = low + 1.0
-    if mode == NEAREST or mode == NEAREST_AWAY:  # (no ties: the residual decides a midpoint's side)
+    if mode == NEAREST_AWAY and tie:
+        steps = low if negative else high
+    elif mode == NEAREST or mode == NEAREST_AWAY:  # (a tie's value is its even neighbour: nearest's)
         steps = high if fraction > 0.5 or (fraction == 0.5 and tail > 0.0) else low
     elif mode == TOWARD_ZERO:
         steps = high if negative else low
