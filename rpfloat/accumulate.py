@@ -55,7 +55,7 @@ from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
-from .rounding import input_array
+from .rounding import _prepare_out, input_array
 from .scaledformat import ScaledFormat
 from ._plan import check_rand_bits, overflow_policy, random_key, result_dtype, unused_key
 
@@ -162,7 +162,7 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     count = int(np.prod(shape, dtype=np.int64))
     if keepdims:
         shape = tuple(1 if d in axes else values.shape[d] for d in range(values.ndim))
-    _check_out(out, shape, out_dtype, fmt if array_result is not None else None)
+    target = _out_target(out, shape, out_dtype, fmt if array_result is not None else None)
     # the kernel reduces a (all ones) against b's columns: one column per result
     columns = np.transpose(values, list(axes) + kept).reshape(1, n, count)
     sums = np.zeros((1, 1, count))
@@ -171,8 +171,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         setup = _rounding_setup(_bounded(fmt, out_dtype if array_result is None else fmt.carrier))
         _run_kernel(np.ones((1, 1, n)), np.ascontiguousarray(columns, dtype=np.float64), sums, setup, setup,
                     int(mode), _kernels.SUM, order, True, np.uint64(_key(rng, mode)), rand_bits, block_k)
-    if out is not None:
-        return _store(sums.reshape(shape), out)
+    if target is not None:  # (values of its dtype or format: no rounding)
+        target[...] = sums.reshape(shape)
+        return out
     if array_result is not None:
         return array_result(sums.reshape(shape), fmt)
     if keepdims:
@@ -316,7 +317,7 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     b_rows = np.broadcast_to(b_matrix, batch + (inner, cols)).reshape(groups, inner, cols)
     out_dtype = result_dtype(np.result_type(a_dtype, b_dtype), acc)
     shape = batch + ((rows,) if a_values.ndim > 1 else ()) + ((cols,) if b_values.ndim > 1 else ())
-    _check_out(out, shape, out_dtype, acc if array_result is not None else None)
+    target = _out_target(out, shape, out_dtype, acc if array_result is not None else None)
     products = np.zeros((groups, rows, cols))
     if inner and products.size:
         a_rows = np.ascontiguousarray(a_rows, dtype=np.float64)
@@ -326,8 +327,9 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
         _run_kernel(a_rows, b_rows, products, _rounding_setup(_bounded(fmt, bounds[0])),
                     _rounding_setup(_bounded(acc, bounds[1])), int(mode), _kernels.FUSED if fma else _kernels.PRODUCT,
                     order, _products_are_exact(a_rows, b_rows), np.uint64(_key(rng, mode)), rand_bits, block_k)
-    if out is not None:
-        return _store(products.reshape(shape), out)
+    if target is not None:  # (values of its dtype or format: no rounding)
+        target[...] = products.reshape(shape)
+        return out
     if array_result is not None:
         return array_result(products.reshape(shape), acc)
     return _finish(products.reshape(shape), out_dtype)
@@ -361,44 +363,32 @@ def _run_kernel(a_rows, b_rows, out, product_setup, acc_setup, mode, kind, order
                             exact_products, key, rand_bits)
 
 
-def _check_out(out, shape, dtype, array_format):
-    """TypeError or ValueError where `out` (None: nothing to check) cannot hold a
-    result of `shape` and `dtype`, or, where `array_format` is not None (RPArray
-    operands), of that format."""
+def _out_target(out, shape, dtype, array_format):
+    """The ndarray to write a result of `shape` and `dtype` into for `out` (None
+    where `out` is None); TypeError or ValueError where `out` cannot hold it (as
+    for ``rp.round``), or, where `array_format` is not None (RPArray operands),
+    where it is no RPArray of that format."""
     if out is None:
-        return
+        return None
+    if array_format is None:
+        return _prepare_out(out, shape, dtype, "the result's shape")
     from .array import RPArray  # (array imports this module)
 
-    if array_format is not None:
-        if not isinstance(out, RPArray):
-            raise TypeError(f"out must be an RPArray (of format {_label(array_format)}) where an operand is one, "
-                            f"got {type(out).__name__}")
-        if out.fmt != array_format:
-            raise ValueError(f"out must be an RPArray of the result's format {_label(array_format)}, got one of "
-                             f"{_label(out.fmt)}")
-        data = out._data
-    else:
-        if not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be a numpy ndarray, got {type(out).__name__}")
-        if out.dtype != dtype:
-            raise TypeError(f"out must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
-        data = out
+    if not isinstance(out, RPArray):
+        raise TypeError(f"out must be an RPArray (of format {_label(array_format)}) where an operand is one, "
+                        f"got {type(out).__name__}")
+    if out.fmt != array_format:
+        raise ValueError(f"out must be an RPArray of the result's format {_label(array_format)}, got one of "
+                         f"{_label(out.fmt)}")
     if out.shape != shape:
         raise ValueError(f"out must have the result's shape {shape}, got {out.shape}")
-    if not data.flags.writeable:
+    if not out._data.flags.writeable:
         raise ValueError("out must be writeable")
+    return out._data
 
 
 def _label(fmt) -> str:
     return fmt.name or repr(fmt)
-
-
-def _store(values, out):
-    """`values` (float64, of `out`'s shape and exactly values of its format or
-    dtype) written into `out`, a checked ndarray or RPArray; `out`."""
-    data = out if isinstance(out, np.ndarray) else out._data
-    data[...] = values
-    return out
 
 
 def _mode_of(mode, *operands):

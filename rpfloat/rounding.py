@@ -256,7 +256,7 @@ def _overlaps_elsewhere(array, result) -> bool:
     return not same_elements
 
 
-def _prepare_out(out, shape, dtype) -> np.ndarray:
+def _prepare_out(out, shape, dtype, shape_name="the shape of x,") -> np.ndarray:
     if out is None:
         return np.empty(shape, dtype=dtype)
     if not isinstance(out, np.ndarray):
@@ -264,7 +264,7 @@ def _prepare_out(out, shape, dtype) -> np.ndarray:
     if out.dtype != dtype and out.dtype.newbyteorder("=") != dtype:  # (either byte order)
         raise TypeError(f"out must have the result dtype {np.dtype(dtype)}, got {out.dtype}")
     if out.shape != shape:
-        raise ValueError(f"out must have the shape of x, {shape}, got {out.shape}")
+        raise ValueError(f"out must have {shape_name} {shape}, got {out.shape}")
     if not out.flags.writeable:
         raise ValueError("out must be writeable")
     # a subclass (np.matrix, a masked array) is written through a plain view of its memory:

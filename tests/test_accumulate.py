@@ -540,6 +540,9 @@ def test_out_receives_the_result_bit_for_bit():
         out = np.full(np.shape(expected), np.nan, np.float32)
         assert rp_sum(a, "bfloat16", axis=axis, keepdims=keepdims, mode="stochastic", rng=3, out=out) is out
         assert_same(out, expected)
+    swapped = np.full(expected.shape, np.nan, expected.dtype.newbyteorder())  # either byte order, as rp.round
+    assert rp_sum(a, "bfloat16", axis=(0, 2), keepdims=True, mode="stochastic", rng=3, out=swapped) is swapped
+    assert_same(swapped, expected)
     square = generator.standard_normal((33, 33))
     expected = matmul(square, square, "bfloat16", order="pairwise")
     matmul(square, square, "bfloat16", order="pairwise", out=square)  # reads done before the write
