@@ -520,7 +520,7 @@ def _gather_chunks(chunk_at, size, step, numbers, fmt, operand_dtypes, result_dt
 
 
 # bounds that no block meets (`_gather_chunks`' rules): the largest |x| at most -1
-_NO_BOUNDS = np.array([1 << 62, -1, 1, 1 << 62, -1], np.int64)
+_NO_BOUNDS = np.array([1 << 62, -1, 1, 1 << 62, -1, 0], np.int64)
 _NO_BOUNDS.flags.writeable = False
 
 
@@ -531,22 +531,25 @@ def kernel_bounds(fmt, input_dtype, result_dtype, limits_dtype=None) -> np.ndarr
     block, inside `fmt`'s range and ``[2**-100, 2**100]``, of its smallest
     normal rounded up to `result_dtype` (1 where it has none), and of the
     smallest and largest ``|x|`` of a narrow block, inside `fmt`'s range and
-    ``[2**-60, 2**60]`` (``1 << 62`` and -1 where no magnitude is in range with
-    either sign, so that no block is ordinary or narrow, not even one of zeros).
+    ``[2**-60, 2**60]`` (``1 << 62`` and -1 where no magnitude is in range,
+    so that no block is ordinary or narrow, not even one of zeros); then 1 for
+    a format whose range holds no negative number (unsigned: those magnitudes
+    are in range for ``x >= 0`` only), else 0.
     The limits are those of `limits_dtype` (by default `result_dtype`: see
     `_gather_chunks`). Read-only, cached."""
     low, high, min_normal = kernel_limits(fmt, limits_dtype or result_dtype).tolist()
     input_dtype, result_dtype = np.dtype(input_dtype), np.dtype(result_dtype)
+    nonnegative = low == 0.0  # unsigned: a negative x overflowed, whatever its magnitude
     ranges = []
     for fast_range in (_FAST_RANGE, _NARROW_RANGE):
-        x_high = min(high, -low, fast_range)
+        x_high = min(high, fast_range) if nonnegative else min(high, -low, fast_range)
         if x_high >= 1 / fast_range:
             ranges.append((_magnitude_bits(1 / fast_range, input_dtype, up=True),
                            _magnitude_bits(x_high, input_dtype, up=False)))
-        else:  # no |x| is in range with either sign (unsigned formats, max 0): no block, zeros alone neither
+        else:  # no |x| is in range (a max of 0): no block, zeros alone neither
             ranges.append(tuple(_NO_BOUNDS[:2]))
     bounds = np.array([*ranges[0], _magnitude_bits(min_normal, result_dtype, up=True) if min_normal > 0 else 1,
-                       *ranges[1]], np.int64)
+                       *ranges[1], int(nonnegative)], np.int64)
     bounds.flags.writeable = False
     return bounds
 

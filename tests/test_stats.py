@@ -412,6 +412,21 @@ def test_whole_blocks_of_zeros_in_formats_without_a_symmetric_range(fmt):
     assert math.isfinite(stats.mean_rel_error)
 
 
+@pytest.mark.parametrize("fmt", ["uq4.4", "uint8", rp.ScaledFormat(rp.FixedFormat(4, 4, signed=False), block_size=32)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_unsigned_formats_count_a_negative_in_any_block(fmt, dtype):
+    """Unsigned formats gather blocks of x >= 0 in the fast loops (their bounds
+    say so); a block holding one negative x counts it as overflowed, and -0 is
+    not one."""
+    bounds = stats_module.kernel_bounds(rp.format(fmt), np.dtype(dtype), np.dtype(dtype))
+    assert bounds[5] == 1 and bounds[1] > bounds[0] and bounds[4] > bounds[3]
+    x = np.abs(np.random.default_rng(4).standard_normal(8 * 1024)).astype(dtype)
+    x[1030], x[3000], x[5000], x[7000] = -0.25, -3.0, -0.0, -1e-30
+    rounded, stats = rp.round(x, fmt, stats=True)
+    assert_matches_reference(stats, reference_stats(x, rounded, fmt))
+    assert x.max() < 15 and stats.overflowed == 3  # the three negatives (every format here holds 15)
+
+
 @pytest.mark.parametrize("fmt, past_max", [
     ("q16.16", 32768.0),                                       # max 32767.99998 has no float32
     (rp.FixedFormat(8, 24, overflow="wrap"), 128.0),           # wraps to -128

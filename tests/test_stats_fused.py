@@ -110,7 +110,7 @@ def gather_with(x, rounded, fmt, bounds):
     return counts, errors
 
 
-@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q8.8", "e2m1"])
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q8.8", "e2m1", "uq4.4"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_ordinary_blocks_agree_with_the_rules(fmt, dtype):
     """Bounds that make no block ordinary send every block element by element:
@@ -121,7 +121,7 @@ def test_ordinary_blocks_agree_with_the_rules(fmt, dtype):
     x[6 * LANES: 7 * LANES] = 2.0**-12               # flushed or underflowing
     rounded = np.asarray(rp.round(x, fmt, "stochastic", rng=1))
     bounds = stats_module.kernel_bounds(rp.format(fmt), x.dtype, rounded.dtype)
-    none_ordinary = np.array([bounds[0], 0, bounds[2], bounds[3], 0], np.int64)
+    none_ordinary = np.array([bounds[0], 0, bounds[2], bounds[3], 0, bounds[5]], np.int64)
     fast_counts, fast_errors = gather_with(x, rounded, fmt, bounds)
     slow_counts, slow_errors = gather_with(x, rounded, fmt, none_ordinary)
     np.testing.assert_array_equal(fast_counts, slow_counts)
@@ -181,8 +181,8 @@ def test_narrow_blocks_agree_with_the_ordinary_loop(fmt, mode):
     rounded = np.asarray(rp.round(x, fmt, mode, rng=3))
     assert rounded.dtype == np.float32  # MODE_CASES hold formats with a float32 carrier: narrow blocks
     bounds = stats_module.kernel_bounds(rp.format(fmt), x.dtype, rounded.dtype)
-    no_narrow = np.array([bounds[0], bounds[1], bounds[2], bounds[3], 0], np.int64)
-    no_fast = np.array([bounds[0], 0, bounds[2], bounds[3], 0], np.int64)
+    no_narrow = np.array([bounds[0], bounds[1], bounds[2], bounds[3], 0, bounds[5]], np.int64)
+    no_fast = np.array([bounds[0], 0, bounds[2], bounds[3], 0, bounds[5]], np.int64)
     narrow_counts, narrow_errors = gather_with(x, rounded, fmt, bounds)
     for other in (no_narrow, no_fast):
         counts, errors = gather_with(x, rounded, fmt, other)

@@ -7,7 +7,8 @@ divided by ``|x|``, rounded once. The data go in blocks of ``LANES`` elements.
 
 Most blocks are *ordinary*: every nonzero ``|x|`` lies in ``[x_low, x_high]``
 (``bounds``, which the caller chooses inside the format's range and within
-``[2**-100, 2**100]``) and every result is finite. Nothing there overflowed or
+``[2**-100, 2**100]``; for an unsigned format, no x is negative either) and
+every result is finite. Nothing there overflowed or
 became NaN, and every error is covered; zeros, underflows and flushes are
 counted element by element. The integer extrema of the magnitudes' bit
 patterns and the sums' finiteness tell whether a block was ordinary after its
@@ -52,7 +53,7 @@ ERRORS = ("sum_abs_error", "max_abs_error", "sum_rel_error", "max_rel_error")
 # what gather reads from `limits`, in this order
 LIMITS = ("low", "high", "min_normal")
 # what gather reads from `bounds` (bit patterns of magnitudes), in this order
-BOUNDS = ("x_low", "x_high", "min_normal", "narrow_low", "narrow_high")
+BOUNDS = ("x_low", "x_high", "min_normal", "narrow_low", "narrow_high", "nonnegative")
 LANES = 1024
 INF = np.inf
 _OPTIONS = dict(NUMBA_OPTIONS, fastmath={"reassoc", "contract"})
@@ -138,6 +139,15 @@ def beyond(error, magnitude, largest):
 @njit(**NUMBA_OPTIONS)
 def absolute_error(value, result):
     return abs(result - value)
+
+
+@njit(**NUMBA_OPTIONS)
+def negatives(x):
+    """How many numbers of `x` are below zero (``-0`` and NaN are not)."""
+    count = np.int32(0)
+    for lane in range(x.size):
+        count = wrapping_add(count, np.int32(x[lane] < 0))
+    return count
 
 
 @njit(**NUMBA_OPTIONS)
@@ -292,13 +302,17 @@ def gather(x, rounded, limits, bounds, counts, errors):
     counts as overflowed) and ``min_normal`` (a nonzero finite x whose result's
     magnitude is positive and below it counts as underflowed; 0 counts none).
     `bounds` holds the bits (as ``magnitude_bits`` gives them) of the smallest
-    and largest nonzero ``|x|`` of an ordinary block (see the module) and of
-    ``min_normal`` rounded up to the result dtype (1 where it is 0).
+    and largest nonzero ``|x|`` of an ordinary block (see the module), of
+    ``min_normal`` rounded up to the result dtype (1 where it is 0), and of
+    those of a narrow block; then 1 where those magnitudes are in range for
+    ``x >= 0`` only (unsigned formats: a block with a negative x takes the
+    element rules), else 0.
     The errors cover the elements where x and its result are both finite; the
     relative errors those of them with ``x != 0``.
     """
     size = x.size
     x_low, x_high, min_normal_bits = bounds[0], bounds[1], bounds[2]
+    nonnegative = bounds[5] != 0  # the bounds hold for x >= 0 only: a block with a negative x takes the rules
     counted = np.zeros(7, np.int64)
     max_abs = errors[1]
     max_rel = errors[3]
@@ -312,6 +326,13 @@ def gather(x, rounded, limits, bounds, counts, errors):
         stop = min(size, start + LANES)
         x_block = x[start:stop]
         rounded_block = rounded[start:stop]
+        if nonnegative and negatives(x_block) > 0:
+            sums = _gather_block(x_block, rounded_block, limits, counted)
+            sum_abs += sums[0]
+            sum_rel += sums[2]
+            max_abs = max(max_abs, sums[1])
+            max_rel = max(max_rel, sums[3])
+            continue
         # a narrow block first (float32 only); the ordinary loop where it was not
         if skipped > 0:
             skipped -= 1
