@@ -33,8 +33,9 @@ onto the format with its mode:
 * **indexing** returns RPArrays -- views for basic slicing, as in NumPy -- and an
   integer index gives a 0-d RPArray rather than a NumPy scalar, so that arithmetic
   on an element stays in the format (``float(a[0])``, ``a[0].item()`` give numbers).
-  Assignment rounds the assigned values onto the array's format with its mode, and
-  so do the NumPy functions that write into an array (``np.copyto``, ``np.put``,
+  Assignment rounds the assigned values onto the array's format with its mode (in
+  a stochastic mode, once for every element written: ``a[:] = 0.1`` draws for each),
+  and so do the NumPy functions that write into an array (``np.copyto``, ``np.put``,
   ``np.putmask``, ``np.place``, ``np.put_along_axis``, ``np.fill_diagonal``).
   ``np.asarray(a)`` is the carrier itself: writing through it is not rounded.
 * **stochastic modes** draw fresh randomness for every operation from the array's
@@ -554,7 +555,11 @@ class RPArray(NDArrayOperatorsMixin):
         return self._wrap(result, self._target)
 
     def __setitem__(self, key, value):
-        self._data[_index(key)] = _round_values(_float64_values(value), self._target)
+        index = _index(key)
+        values = _float64_values(value)
+        if self._target.mode.is_stochastic:  # every element written draws its own rounding
+            values = _spread(values, np.shape(self._data[index]))
+        self._data[index] = _round_values(values, self._target)
 
     # -- NEP 13 ----------------------------------------------------------------------------
 
@@ -1168,6 +1173,19 @@ def _float64_operand(x, exact=False):
     return x
 
 
+def _spread(values: np.ndarray, shape: tuple) -> np.ndarray:
+    """`values` broadcast to `shape`, where they broadcast to it and are fewer:
+    so that a stochastic rounding draws once for every element written, not
+    once for a value that NumPy then repeats. Otherwise `values` as they are
+    (NumPy's assignment then says what does not fit)."""
+    if values.shape == shape:
+        return values
+    try:
+        return np.broadcast_to(values, shape)
+    except ValueError:
+        return values
+
+
 def _float64_values(x) -> np.ndarray:
     """Real values as a float64 ndarray, taken as rp.round takes its input
     (``rounding.input_array``); TypeError for anything else."""
@@ -1577,16 +1595,23 @@ _WRITING_FUNCTIONS = {
 @_implements(*_WRITING_FUNCTIONS)
 def _writing_function(func, args, kwargs):
     """Functions that write values into an array: into an RPArray they write its
-    carrier, with the values rounded onto its format first, as item assignment
-    rounds them (each given value once, with the array's mode and generator)."""
+    carrier, with the values rounded onto its format first (with the array's mode
+    and generator): ``np.copyto`` as item assignment rounds them, once for every
+    element written; the others each given value once, which NumPy may repeat."""
     destination_name, position, values_name = _WRITING_FUNCTIONS[func]
     args, kwargs = list(args), dict(kwargs)
     destination = args[0] if args else kwargs.get(destination_name)
     if isinstance(destination, RPArray):
+        def rounded(values):
+            values = _float64_values(values)
+            if func is np.copyto and destination._target.mode.is_stochastic:  # a draw per element, as assignment
+                values = _spread(values, destination.shape)
+            return _round_values(values, destination._target)
+
         if len(args) > position:
-            args[position] = _round_values(_float64_values(args[position]), destination._target)
+            args[position] = rounded(args[position])
         elif values_name in kwargs:
-            kwargs[values_name] = _round_values(_float64_values(kwargs[values_name]), destination._target)
+            kwargs[values_name] = rounded(kwargs[values_name])
     return func(*_unwrap(args), **_unwrap(kwargs))
 
 

@@ -9,6 +9,7 @@ import pytest
 import rpfloat as rp
 from rpfloat import array as rparray
 from rpfloat.array import asarray
+from stats_bounds import assert_binomial
 
 
 def hexes(x):
@@ -76,6 +77,26 @@ def test_writing_functions_draw_as_item_assignment_does():
     np.copyto(copied, values)
     assert np.array_equal(np.asarray(copied), np.asarray(assigned))
     assert set(copied.tolist()) == {1.0, 1.0078125}
+
+
+@pytest.mark.parametrize("write", [
+    lambda b, value: b.__setitem__(slice(None), value),
+    lambda b, value: b.fill(value),
+    lambda b, value: np.copyto(b, value),
+    lambda b, value: b.__setitem__(np.ones(b.shape, bool), value),        # a boolean index
+    lambda b, value: b.reshape(64, 64).__setitem__((slice(None), slice(None)), [value] * 64),  # a row broadcast
+], ids=["slice", "fill", "copyto", "mask", "row"])
+def test_a_stochastic_write_draws_for_every_element(write):
+    """A value written to many elements rounds once for each of them: 1 + 2**-10
+    onto bfloat16 (steps of 2**-7) rounds up with probability 1/8, element by
+    element, as the same value in a full array does."""
+    b = asarray(np.zeros(4096), "bfloat16", "stochastic", rng=12)
+    write(b, 1 + 2.0**-10)
+    values = np.asarray(b)
+    assert set(np.unique(values).tolist()) == {1.0, 1.0078125}
+    rows = values.reshape(64, 64)
+    assert not (rows == rows[0]).all()  # not one draw repeated: independent rows all equal is negligible
+    assert_binomial(int(np.count_nonzero(values == 1.0078125)), values.size, 1 / 8, 1e-9)
 
 
 def test_writing_functions_into_plain_arrays_see_the_values():
