@@ -3,6 +3,7 @@ QuantConfig and its JSON file, quantize_model with float32 master weights, and t
 three jobs of the issue, on small models trained on data generated here."""
 import copy
 import json
+import warnings
 
 import numpy as np
 import pytest
@@ -926,3 +927,77 @@ def test_inputs_default_rounds_every_wrapped_modules_input(tmp_path):
     rounded_inputs[3].register_forward_pre_hook(on_grid)
     rounded_inputs(x)
     assert torch.equal(seen["input"], rpt.round(seen["input"], "e4m3"))
+
+
+# modules whose forward reads their own parameters, with an input for each
+MORE_MODULES = [
+    (lambda: nn.LSTM(3, 4, num_layers=2), lambda: (torch.randn(5, 2, 3),)),
+    (lambda: nn.GRU(3, 4, bidirectional=True), lambda: (torch.randn(5, 2, 3), torch.randn(2, 2, 4))),
+    (lambda: nn.RNN(3, 4, bias=False), lambda: (torch.randn(5, 2, 3),)),
+    (lambda: nn.LayerNorm(5), lambda: (torch.randn(3, 5),)),
+    (lambda: nn.LayerNorm(5, bias=False), lambda: (torch.randn(3, 5),)),
+    (lambda: nn.GroupNorm(2, 4), lambda: (torch.randn(2, 4, 3),)),
+    (lambda: nn.InstanceNorm1d(3, affine=True), lambda: (torch.randn(2, 3, 5),)),
+    (lambda: nn.RMSNorm(5), lambda: (torch.randn(3, 5),)),
+    (lambda: nn.ConvTranspose2d(2, 3, 3), lambda: (torch.randn(1, 2, 4, 4),)),
+    (lambda: nn.LazyConvTranspose1d(3, 2), lambda: (torch.randn(1, 2, 5),)),
+    (lambda: nn.Bilinear(2, 3, 4), lambda: (torch.randn(5, 2), torch.randn(5, 3))),
+    (lambda: nn.PReLU(), lambda: (torch.randn(4),)),
+    (lambda: nn.EmbeddingBag(10, 3), lambda: (torch.tensor([[1, 2], [3, 4]]),)),
+]
+
+
+@pytest.mark.parametrize("make, inputs", MORE_MODULES,
+                         ids=["lstm", "gru", "rnn", "layernorm", "layernorm-nobias", "groupnorm", "instancenorm",
+                              "rmsnorm", "convtranspose2d", "lazyconvtranspose1d", "bilinear", "prelu",
+                              "embeddingbag"])
+def test_more_module_types_compute_with_rounded_parameters(make, inputs):
+    """Normalisations, transposed convolutions, recurrent layers and the others
+    compute with their parameters on the format (checked against the module with
+    parameters cast by ml_dtypes), list them in for_model, and pass gradients to
+    the float32 masters."""
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    torch.manual_seed(3)
+    module, x = make(), inputs()
+    module(*x)  # a lazy module takes its shape
+    with torch.no_grad():
+        for parameter in module.parameters():
+            parameter.add_(torch.randn_like(parameter) * 0.1)
+    expected = copy.deepcopy(module)
+    with torch.no_grad():
+        for parameter in expected.parameters():
+            cast = parameter.numpy().astype(ml_dtypes.float8_e4m3fn).astype(np.float32)
+            parameter.copy_(torch.from_numpy(cast))
+    masters = {name: parameter.detach().clone() for name, parameter in module.named_parameters()}
+    config = rpt.QuantConfig(parameters="e4m3")
+    listed = [name for name in config.for_model(module) if not name.endswith((".grad", "input", "output"))]
+    assert listed == list(masters)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # every parameter is held by a supported module: no warning
+        rpt.quantize_model(module, config)
+    first = lambda output: output[0] if isinstance(output, tuple) else output  # noqa: E731
+    result = first(module(*x))
+    np.testing.assert_array_equal(bits_of(result), bits_of(first(expected(*x))))
+    result.sum().backward()
+    for name, parameter in module.named_parameters():
+        assert torch.equal(parameter.detach(), masters[name]) and parameter.grad is not None
+
+
+def test_parameters_of_unknown_modules_are_named_in_a_warning():
+    class Gain(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = nn.Parameter(torch.tensor([0.3, 0.7]))
+
+        def forward(self, x):
+            return x * self.gain
+
+    model = nn.Sequential(nn.Linear(2, 2), Gain(), Gain())
+    model[2].gain = model[1].gain  # shared: named once
+    with pytest.warns(UserWarning, match=r"leaves 1 parameter\(s\) unrounded.*: 1\.gain; register_quantizable"):
+        rpt.quantize_model(model, rpt.QuantConfig(parameters="bfloat16"))
+    with pytest.warns(UserWarning, match="1.gain"):
+        rpt.quantize_model(model, rpt.QuantConfig(parameters=None, gradients="bfloat16"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing rounds parameters or gradients by default: nothing to say
+        rpt.quantize_model(model, rpt.QuantConfig(parameters=None, activations="bfloat16"))

@@ -18,6 +18,7 @@ import hashlib
 import json
 import numbers
 import threading
+import warnings
 from collections.abc import MutableMapping
 from pathlib import Path
 
@@ -61,10 +62,22 @@ _QUANTIZABLE: dict[type, tuple[str, ...]] = {
     nn.Conv1d: ("weight", "bias"),
     nn.Conv2d: ("weight", "bias"),
     nn.Conv3d: ("weight", "bias"),
+    nn.ConvTranspose1d: ("weight", "bias"),
+    nn.ConvTranspose2d: ("weight", "bias"),
+    nn.ConvTranspose3d: ("weight", "bias"),
+    nn.Bilinear: ("weight", "bias"),
     nn.BatchNorm1d: ("weight", "bias"),
     nn.BatchNorm2d: ("weight", "bias"),
     nn.BatchNorm3d: ("weight", "bias"),
+    nn.InstanceNorm1d: ("weight", "bias"),
+    nn.InstanceNorm2d: ("weight", "bias"),
+    nn.InstanceNorm3d: ("weight", "bias"),
+    nn.LayerNorm: ("weight", "bias"),
+    nn.GroupNorm: ("weight", "bias"),
+    nn.RMSNorm: ("weight",),
+    nn.PReLU: ("weight",),
     nn.Embedding: ("weight",),
+    nn.EmbeddingBag: ("weight",),
     # its out_proj (an nn.Linear it never calls: it reads the weights) is rounded by its hooks
     nn.MultiheadAttention: ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
                             "bias_k", "bias_v"),
@@ -775,6 +788,9 @@ def _quantizable_names(module) -> tuple[str, ...] | None:
                         f"(its parameters: {list(module._parameters)})")
             return tuple(name for name in names
                          if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
+    if isinstance(module, nn.RNNBase):  # nn.RNN, nn.LSTM, nn.GRU: names by layer and direction
+        return tuple(name for name in module._flat_weights_names
+                     if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
     return None
 
 
@@ -959,9 +975,13 @@ class _ModuleQuantization:
 def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Module:
     """Attach the rounding of `config` to every supported module of `model`.
 
-    Supported are nn.Linear, nn.Conv1d/2d/3d, nn.BatchNorm1d/2d/3d, nn.Embedding,
-    nn.MultiheadAttention, the lazy modules that become one of them
+    Supported are nn.Linear, nn.Bilinear, nn.Conv1d/2d/3d, nn.ConvTranspose1d/2d/3d,
+    nn.BatchNorm1d/2d/3d, nn.InstanceNorm1d/2d/3d, nn.LayerNorm, nn.GroupNorm,
+    nn.RMSNorm, nn.PReLU, nn.Embedding, nn.EmbeddingBag, nn.MultiheadAttention,
+    nn.RNN, nn.LSTM and nn.GRU, the lazy modules that become one of them
     (nn.LazyBatchNorm1d), and the types given to :func:`register_quantizable`.
+    Parameters of other modules stay unrounded, with a warning that names them
+    where the configuration rounds parameters or gradients by default.
     For each such module, forward hooks make the forward pass see its
     parameters rounded (fresh copies at every call) and round its input and
     output as configured; the gradient of an activation with a `grad_fmt` is
@@ -1061,7 +1081,30 @@ def quantize_model(model: nn.Module, config: QuantConfig, *, rng=None) -> nn.Mod
         if state.parameters or state.output is not None:
             state.handles.append(host.register_forward_hook(hooks.after_forward, prepend=True, always_call=True))
         module.__dict__[_STATE_ATTRIBUTE] = state
+    if config.defaults["parameters"] is not None or config.defaults["gradients"] is not None:
+        _warn_unrounded(model)
     return model
+
+
+def _warn_unrounded(model) -> None:
+    """Warn, naming them, of the parameters of `model` held by modules of a type
+    quantize_model does not know (and by no supported module), which stay
+    unrounded. (A registered type's parameters left out of its names, and
+    those a parametrization keeps, are the user's choice.)"""
+    held = {id(parameter) for _, module, _, _ in _quantizable_modules(model)
+            for parameter in module.parameters(recurse=False)}
+    unrounded = []
+    for path, module in model.named_modules():
+        if _quantizable_names(module) is None and not isinstance(module, parametrize.ParametrizationList):
+            for name, parameter in module._parameters.items():
+                if parameter is not None and id(parameter) not in held:
+                    held.add(id(parameter))  # a parameter shared by such modules: named once
+                    unrounded.append(f"{path}.{name}" if path else name)
+    if unrounded:
+        shown = ", ".join(unrounded[:8]) + (f" and {len(unrounded) - 8} more" if len(unrounded) > 8 else "")
+        warnings.warn(f"quantize_model leaves {len(unrounded)} parameter(s) unrounded, as no module of a supported "
+                      f"type holds them: {shown}; register_quantizable adds a module type", UserWarning,
+                      stacklevel=3)
 
 
 def _check_fits(entry, parameter, name) -> None:
