@@ -76,6 +76,9 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     ----------
     x : array_like
         Real numbers (an :class:`~rpfloat.RPArray` gives its values), taken exactly.
+        A dask array gives a lazy sum, :func:`rpfloat.dask.sum`: each chunk summed
+        in `order`, then the chunks' sums added pairwise (docs/dask.md), so its
+        bits depend on the chunks and differ from the sum of the whole.
     fmt : FloatFormat, FixedFormat or str
         The accumulator's format.
     axis : None, int or tuple of ints
@@ -143,8 +146,7 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
         if keepdims is not False or out is not None:
             raise TypeError(f"{'keepdims' if out is None else 'out'}: rpfloat.dask.sum does not take it; "
                             "reshape or store its result, or sum a NumPy array")
-        return dask_adapter.sum(x, fmt, axis=axis, mode="nearest" if mode is None else mode, order=order, rng=rng,
-                                rand_bits=rand_bits)
+        return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng, rand_bits=rand_bits)
     fmt = _element_format(fmt, "fmt")
     mode = _mode_of(mode, x)
     rand_bits = check_rand_bits(rand_bits, mode)
@@ -223,7 +225,8 @@ def matmul(a, b, fmt, *, acc=None, fma=False, mode=None, order="sequential", rng
     ----------
     a, b : array_like
         Real arrays of at least one dimension; stacks broadcast as in
-        ``np.matmul``. Taken exactly.
+        ``np.matmul``. Taken exactly. Not dask arrays (a TypeError: compute
+        them first).
     fmt : FloatFormat, FixedFormat or str
         Format every product ``a[..., i, k] * b[..., k, j]`` is rounded onto.
     acc : FloatFormat, FixedFormat, str or None
@@ -536,7 +539,11 @@ def exact_operand(x, argument):
     """``(float64 values, dtype for the result)`` of an input; TypeError for
     non-real input (and what ``rp.round`` refuses: masked arrays, long
     doubles), ValueError for integers float64 does not hold exactly. ml_dtypes
-    arrays are float32 data, as for ``rp.round``."""
+    arrays are float32 data, as for ``rp.round``. A dask array (which would be
+    computed whole, in memory) is a TypeError: only rp.sum takes it lazily."""
+    if type(x).__module__.startswith("dask."):
+        raise TypeError(f"{argument} is a dask array, which rp.dot and rp.matmul do not take lazily (only rp.sum "
+                        f"does): compute it ({argument}.compute()) to multiply in memory")
     array = input_array(x, argument)
     if array.dtype.kind == "f" and isinstance(x, (list, tuple)) and _holds_inexact_integers(x):
         # ints beside floats in a list: NumPy made them floats before any check could see them

@@ -39,6 +39,7 @@ import numpy as np
 
 from . import _codes
 from . import accumulate as _accumulate
+from . import faults as _faults
 from . import rounding as _rounding  # looked up at call time: the tests count calls to its kernels
 from . import scaling as _scaling
 from ._plan import check_rand_bits, plan_for, random_key, unused_key
@@ -46,7 +47,7 @@ from .modes import parse_mode
 from .presets import format as to_format
 from .scaledformat import ScaledFormat
 
-__all__ = ["round", "encode", "decode", "sum"]
+__all__ = ["round", "encode", "decode", "sum", "flip_bits"]
 
 
 def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None):  # noqa: A001
@@ -212,7 +213,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     x : dask.array.Array
         Real numbers, taken exactly.
     fmt, axis, mode, order, rand_bits
-        As for :func:`rpfloat.sum`.
+        As for :func:`rpfloat.sum` (``mode=None`` is ``"nearest"``).
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness for the stochastic modes. It gives one 64-bit key ``k``
         (``rp.sum``'s: an int seed or SeedSequence always the same, a Generator or
@@ -237,6 +238,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     """
     x = _dask_array(x, "x")
     fmt = _accumulate._element_format(fmt, "fmt")
+    mode = "nearest" if mode is None else mode  # rp.sum's None: nearest, for arrays that are not RPArrays
     stochastic = parse_mode(mode).is_stochastic
     check_rand_bits(rand_bits, parse_mode(mode))
     _accumulate.pairwise_order(order)  # the checks of rp.sum, without its kernel
@@ -259,6 +261,58 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
                           rand_bits=rand_bits),
         partials, drop_axis=axes, chunks=tuple(x.chunks[d] for d in kept), dtype=out_dtype,
         meta=_meta(len(kept), out_dtype), token="rpfloat-sum")
+
+
+def flip_bits(x, fmt, p, *, field="all", rng=None):
+    """The dask array `x` rounded onto `fmt` with bits of its codes flipped,
+    lazily: ``rp.flip_bits`` for dask, with the same bits.
+
+    Bit ``b`` of the code of the element at global C-order flat index ``i``
+    flips as it does in ``rp.flip_bits`` of the whole array: by number
+    ``i * bits + b`` of the stream of `rng` (an int seed or a SeedSequence gives
+    the NumPy call's flips; a Generator or None one key, drawn when the graph is
+    built), whatever the chunks.
+
+    Parameters
+    ----------
+    x : dask.array.Array
+        Real numbers, chunks of known size (``x.compute_chunk_sizes()``).
+    fmt, p, field, rng
+        As for :func:`rpfloat.flip_bits`.
+
+    Returns
+    -------
+    dask.array.Array
+        In the dtype ``rp.flip_bits`` returns, in the chunks of `x` (of the
+        element codes, for a scaled format: its blocks whole).
+
+    Examples
+    --------
+    >>> import numpy as np, dask.array as da, rpfloat as rp, rpfloat.dask as rpd
+    >>> x = np.linspace(-1, 1, 10)
+    >>> lazy = rpd.flip_bits(da.from_array(x, chunks=3), "e4m3", 0.1, rng=5)
+    >>> np.array_equal(lazy.compute(), rp.flip_bits(x, "e4m3", 0.1, rng=5), equal_nan=True)
+    True
+    """
+    x = _dask_array(x, "x")
+    fmt, mask, threshold = _faults.flip_setup(fmt, p, field)
+    plan = _plan(x, fmt, "nearest", None, None)
+    if plan.result_dtype.kind == "c":
+        raise TypeError("flip_bits takes real numbers; flip x.real and x.imag separately")
+    key = random_key(rng)  # as rp.flip_bits draws it, whatever p
+    _known_chunks(x, "x", "flip_bits")
+    codes = encode(x, fmt)
+    elements = codes.elements if isinstance(fmt, ScaledFormat) else codes
+    bits = fmt.element.bits if isinstance(fmt, ScaledFormat) else fmt.bits
+    flipped = _da.map_blocks(
+        functools.partial(_flip_block, bits=bits, mask=mask, threshold=threshold, key=key, shape=x.shape),
+        elements, dtype=elements.dtype, meta=_meta(x.ndim, elements.dtype), token="rpfloat-flip-bits")
+    if isinstance(fmt, ScaledFormat):
+        values = decode(_scaling.ScaledCodes(flipped, codes.scales, codes.tensor_scale), fmt)
+    else:
+        values = decode(flipped, fmt)
+    return _da.map_blocks(functools.partial(_faults.values_as, dtype=plan.result_dtype), values,
+                          dtype=plan.result_dtype, meta=_meta(x.ndim, plan.result_dtype), token="rpfloat-flip-cast")
 
 
 # -- checks and set-up at graph build time -------------------------------------------------
@@ -435,6 +489,18 @@ def _encode_block(block, *, fmt, mode, overflow, rand_bits, seed, shape, dtype, 
                                       shape=shape, dtype=dtype, block_info=block_info))
     with np.errstate(invalid="ignore"):  # signalling NaNs are NaNs like any other
         return _codes.encode_values(rounded.astype(np.float64, copy=False), fmt)
+
+
+def _flip_block(codes, *, bits, mask, threshold, key, shape, block_info=None):
+    """One chunk of codes flipped as rp.flip_bits flips them within the whole
+    array of `shape`: each contiguous run at its own global offset."""
+    runs = _runs(block_info[0]["array-location"], shape)
+    if len(runs) == 1:
+        return _faults.flipped_codes(codes, bits, mask, threshold, key, runs[0][1])
+    result = np.empty_like(codes)
+    for index, offset in runs:
+        result[index] = _faults.flipped_codes(codes[index], bits, mask, threshold, key, offset)
+    return result
 
 
 def _decode_block(block, *, fmt):

@@ -15,7 +15,7 @@ from .rounding import input_array, encode
 from .scaledformat import ScaledFormat
 from .scaling import ScaledCodes, decode_scaled
 
-__all__ = ["flip_bits", "FIELDS", "field_mask"]
+__all__ = ["flip_bits", "FIELDS", "field_mask", "flip_setup", "flipped_codes", "values_as"]
 
 FIELDS = ("sign", "exponent", "significand", "all")
 _STREAM_END = 1 << 64  # p = 1: every random number lies below it
@@ -30,7 +30,9 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     x : array_like
         Real numbers (integers and bools are taken as float64), any shape.
         Rounded to nearest (ties to even) with the format's overflow policy, as
-        :func:`rpfloat.encode` does; values of `fmt` are kept as they are.
+        :func:`rpfloat.encode` does; values of `fmt` are kept as they are. A
+        dask array gives a lazy dask array with the same bits
+        (:func:`rpfloat.dask.flip_bits`).
     fmt : FloatFormat, FixedFormat, ScaledFormat or str
         The format (or its name). For a :class:`~rpfloat.ScaledFormat` the bits
         of the element codes flip and the scales stay (`field` names a field of
@@ -85,12 +87,11 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     >>> bool((y == rp.flip_bits([0.1] * 4, "bfloat16", 0.25, rng=7)).all())
     True
     """
-    fmt = to_format(fmt)
-    if not isinstance(fmt, (ScaledFormat, FixedFormat)) and fmt.bits is None:
-        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns to flip")
-    element = fmt.element if isinstance(fmt, ScaledFormat) else fmt
-    mask = field_mask(element, field)
-    threshold = _threshold(p)
+    if type(x).__module__.startswith("dask."):  # lazily, chunk by chunk, with the same bits
+        from . import dask as dask_adapter
+
+        return dask_adapter.flip_bits(x, fmt, p, field=field, rng=rng)
+    fmt, mask, threshold = flip_setup(fmt, p, field)
     array = input_array(x)
     if array.dtype.kind == "c":
         raise TypeError("flip_bits takes real numbers; flip x.real and x.imag separately")
@@ -98,14 +99,31 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     key = random_key(rng)  # drawn whatever p, so that a Generator advances once per call
     if isinstance(fmt, ScaledFormat):
         codes = encode(array, fmt)
-        flipped = _flipped(codes.elements, element.bits, mask, threshold, key)
+        flipped = flipped_codes(codes.elements, fmt.element.bits, mask, threshold, key)
         values = decode_scaled(ScaledCodes(flipped, codes.scales, codes.tensor_scale), fmt)
     else:
-        flipped = _flipped(encode(array, fmt), fmt.bits, mask, threshold, key)
+        flipped = flipped_codes(encode(array, fmt), fmt.bits, mask, threshold, key)
         values = _codes.decode_values(flipped, fmt)
-    with np.errstate(over="ignore"):  # scaled values beyond float32 become inf, as rp.round's would
-        result = np.asarray(values).astype(dtype)
+    result = values_as(values, dtype)
     return result[()] if result.ndim == 0 else result
+
+
+def flip_setup(fmt, p, field) -> tuple:
+    """``(fmt, mask, threshold)`` of a :func:`flip_bits` call: the format, the
+    bits of `field` in its (element) codes and ``round(p * 2**64)``; the errors
+    :func:`flip_bits` raises for them."""
+    fmt = to_format(fmt)
+    if not isinstance(fmt, (ScaledFormat, FixedFormat)) and fmt.bits is None:
+        raise ValueError("fmt has no encoding: exp_bits=None formats have no bit patterns to flip")
+    element = fmt.element if isinstance(fmt, ScaledFormat) else fmt
+    return fmt, field_mask(element, field), _threshold(p)
+
+
+def values_as(values, dtype) -> np.ndarray:
+    """Decoded `values` in `dtype` (scaled values beyond float32 become inf, as
+    rp.round's would)."""
+    with np.errstate(over="ignore"):
+        return np.asarray(values).astype(dtype)
 
 
 def field_mask(fmt, field) -> int:
@@ -148,8 +166,9 @@ def _threshold(p) -> int:
     return round(probability * 2.0**64)  # exact: scaling by a power of two
 
 
-def _flipped(codes, bits, mask, threshold, key) -> np.ndarray:
-    """`codes` with the bits of `mask` flipped as `flip_bits` describes, in their dtype."""
+def flipped_codes(codes, bits, mask, threshold, key, offset=0) -> np.ndarray:
+    """`codes` with the bits of `mask` flipped as `flip_bits` describes, in their
+    dtype; code ``i`` (C order) is element ``offset + i`` of the whole."""
     if threshold == 0:
         return codes
     if threshold == _STREAM_END:
@@ -157,5 +176,5 @@ def _flipped(codes, bits, mask, threshold, key) -> np.ndarray:
     from ._kernels.cpu.faults import flip_field_bits  # compiled (or loaded from cache) on first use
 
     words = codes.astype(np.uint64, order="C").reshape(-1)  # a copy, in C order
-    flip_field_bits(words, np.uint64(mask), np.uint64(threshold), np.uint64(key), 0, bits)
+    flip_field_bits(words, np.uint64(mask), np.uint64(threshold), np.uint64(key), offset, bits)
     return words.astype(codes.dtype).reshape(codes.shape)

@@ -682,6 +682,50 @@ def test_rp_sum_dispatches_dask_arrays_and_decode_takes_scaled_dask_codes():
     np.testing.assert_array_equal(values.compute(), rp.round(x[:960], "mxfp4").astype(np.float64))
 
 
+@pytest.mark.parametrize("fmt", ["e4m3", "bfloat16", "q3.4", "mxfp4", "nvfp4",
+                                 rp.ScaledFormat("e4m3", block_size=8, axis=0)])
+@pytest.mark.parametrize("chunking", CHUNKINGS)
+def test_flip_bits_gives_numpy_bits(chunking, fmt):
+    """Bit b of the code at global flat index i flips as in rp.flip_bits of the
+    whole, whatever the chunks (column strips: one run per row), for element
+    and scaled formats (blocks along either axis, NVFP4's tensor scale)."""
+    x = np.nan_to_num(_data(), nan=1.0, posinf=2.0, neginf=-2.0)  # e4m3 has NaN, q3.4 and MX elements do not
+    d = da.from_array(x, chunks=CHUNKINGS[chunking])
+    for p, field in [(0.05, "all"), (0.5, "significand"), (1.0, "sign"), (0.0, "all")]:
+        lazy = rpd.flip_bits(d, fmt, p, field=field, rng=SEED)
+        assert isinstance(lazy, da.Array)
+        assert_same_bits(_compute(lazy), rp.flip_bits(x, fmt, p, field=field, rng=SEED))
+    dispatched = rp.flip_bits(d, fmt, 0.1, rng=SEED)
+    assert isinstance(dispatched, da.Array)
+    assert_same_bits(_compute(dispatched), rp.flip_bits(x, fmt, 0.1, rng=SEED))
+
+
+def test_flip_bits_checks_its_arguments_at_graph_build(kernel_calls):
+    d = da.from_array(_data(), chunks=10)
+    with pytest.raises(ValueError, match="p must lie in"):
+        rpd.flip_bits(d, "e4m3", 1.5)
+    with pytest.raises(ValueError, match="field="):
+        rpd.flip_bits(d, "q3.4", 0.1, field="exponent")
+    with pytest.raises(TypeError, match="x must be a dask.array.Array"):
+        rpd.flip_bits(_data(), "e4m3", 0.1)
+    lazy = rpd.flip_bits(d, "e4m3", 0.1, rng=1)
+    assert kernel_calls == []
+    _compute(lazy)
+    assert kernel_calls
+
+
+def test_products_refuse_dask_operands():
+    """rp.dot and rp.matmul have no lazy form: a TypeError rather than loading the
+    array whole; rp.sum takes mode=None as rp.sum of NumPy data does."""
+    d = da.ones((4, 4), chunks=2)
+    with pytest.raises(TypeError, match="a is a dask array"):
+        rp.matmul(d, np.ones((4, 4)), "bfloat16")
+    with pytest.raises(TypeError, match="b is a dask array"):
+        rp.dot(np.ones(4), d[0], "bfloat16")
+    assert float(rp.sum(d, "bfloat16", mode=None).compute()) == 16.0
+    assert float(rpd.sum(d, "bfloat16", mode=None).compute()) == 16.0
+
+
 def test_accumulation_refuses_scaled_formats():
     with pytest.raises(TypeError, match="fmt must be an element format"):
         rp.sum(np.ones(4), "mxfp4")
