@@ -174,9 +174,14 @@ def _seed(rng) -> int:
         if rng < 0:
             raise ValueError(f"rng seed must be a non-negative int, got {rng}")
         return int(rng)
+    kind = type(rng)
+    if kind.__module__.startswith("torch") and kind.__name__ == "Generator":
+        given = "torch.Generator, which rpfloat.torch's functions take (rpfloat.torch.round); pass an int seed here"
+    else:
+        given = kind.__name__
     raise TypeError(
         "rng must be None, an int seed, a numpy.random.SeedSequence or a "
-        f"numpy.random.Generator, got {type(rng).__name__}"
+        f"numpy.random.Generator, got {given}"
     )
 
 

@@ -54,6 +54,13 @@ _ALIASES = {
 }
 
 
+# names other tools give modes (CPFloat, MATLAB, C's fenv), for the error's hint only
+_OTHER_SPELLINGS = {"ru": "up", "rd": "down", "rup": "up", "rdown": "down", "ceil": "up", "floor": "down",
+                    "trunc": "toward_zero", "chop": "toward_zero", "round_to_odd": "odd", "ro": "odd",
+                    "toward_positive_infinity": "up", "toward_negative_infinity": "down", "rn": "nearest",
+                    "rs": "stochastic"}
+
+
 def parse_mode(mode) -> Mode:
     """Return the :class:`Mode` for a mode name (case-insensitive) or a Mode.
 
@@ -77,6 +84,7 @@ def parse_mode(mode) -> Mode:
         return _ALIASES[mode.lower()]
     except KeyError:
         known = ", ".join(repr(name) for name in _ALIASES)
-        close = difflib.get_close_matches(mode.lower(), list(_ALIASES), n=1)
+        close = [_OTHER_SPELLINGS[mode.lower()]] if mode.lower() in _OTHER_SPELLINGS else \
+            difflib.get_close_matches(mode.lower(), list(_ALIASES), n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise ValueError(f"unknown rounding mode {mode!r}{hint}; pass one of {known}") from None

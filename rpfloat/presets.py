@@ -221,6 +221,9 @@ def _unknown_name_message(name: str) -> str:
     hint = _NAME_HINTS.get(key)
     if hint is None and key.startswith(("mx", "nv")):
         hint = "scaled presets: " + ", ".join(_SCALED)
+    if hint is None and (whole := re.fullmatch(r"(u?)q(-?\d+)", key)):  # a fixed-point name without its point
+        unsigned, bits = whole.groups()
+        hint = f"did you mean '{unsigned}q{bits}.0'" + (f" or '{unsigned}int{bits}'" if bits.isdigit() else "") + "?"
     if hint is None:
         near_misses = difflib.get_close_matches(key, _SPELLINGS, n=3, cutoff=0.8)
         if near_misses:

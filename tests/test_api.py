@@ -533,6 +533,12 @@ def test_bad_arguments_name_themselves():
     x = sample(4)
     with pytest.raises(ValueError, match="unknown rounding mode 'nearest_up'.*'nearest'"):
         rp.round(x, "e4m3", "nearest_up")
+    for other_tools_name, ours in [("ru", "up"), ("RD", "down"), ("floor", "down"), ("trunc", "toward_zero")]:
+        with pytest.raises(ValueError, match=f"unknown rounding mode '{other_tools_name}' .did you mean '{ours}'"):
+            rp.round(x, "e4m3", other_tools_name)
+    import torch  # the test extra installs it
+    with pytest.raises(TypeError, match="got torch.Generator, which rpfloat.torch's functions take"):
+        rp.round(x, "e4m3", "stochastic", rng=torch.Generator())
     with pytest.raises(TypeError, match="mode must be a string"):
         rp.round(x, "e4m3", 3)
     with pytest.raises(ValueError, match="float8_e4m3fn"):

@@ -537,6 +537,15 @@ def test_info_of_named_formats(tmp_path):
     assert finished.returncode == 2 and "argument FORMAT" in finished.stderr and "'bogus'" in finished.stderr
 
 
+def test_info_table_of_the_docs_is_what_info_prints(tmp_path):
+    """docs/cli.md shows the output of `info e4m3 bf16 q8.8` as text: it must be it."""
+    page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
+    shown = page.split("`python -m rpfloat info e4m3 bf16 q8.8` prints:")[1].split("```text\n")[1].split("```")[0]
+    finished = run_cli("info", "e4m3", "bf16", "q8.8", cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    assert finished.stdout == shown
+
+
 @pytest.mark.parametrize("command", ["demo", "info", "round", "bench"])
 def test_every_command_has_help(tmp_path, command):
     finished = run_cli(command, "--help", cwd=tmp_path)

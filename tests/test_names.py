@@ -299,6 +299,8 @@ def test_types_without_a_preset_are_rejected(float_type, description):
         ("int08", ""),
         ("int", ""),
         ("sint8", ""),
+        ("q8", "did you mean 'q8.0' or 'int8'"),  # fixed point without its point
+        ("UQ12", "did you mean 'uq12.0' or 'uint12'"),
     ],
 )
 def test_unknown_names(name, hint):
