@@ -1206,8 +1206,9 @@ _DEFAULT_KEYWORDS = {"casting": "same_kind", "order": "K", "dtype": None, "subok
 def _is_default_keyword(name: str, value) -> bool:
     """Whether the ufunc keyword `name` has NumPy's default value (``where=True``,
     ``casting="same_kind"``, ...), so that a call with it is a plain call."""
-    if name == "where":
-        return isinstance(value, (bool, np.bool_)) and bool(value)
+    if name == "where":  # True, np.True_ or a 0-d boolean array holding True
+        return (isinstance(value, (bool, np.bool_)) or (isinstance(value, np.ndarray) and value.shape == ()
+                                                         and value.dtype == np.bool_)) and bool(value)
     if name not in _DEFAULT_KEYWORDS:
         return False
     default = _DEFAULT_KEYWORDS[name]

@@ -187,6 +187,7 @@ def test_keywords_at_their_defaults_keep_the_exact_rounding(fast_paths):
     del defaults["signature"]  # NumPy refuses it together with dtype
     assert np.add(b, 2.0**-60, **defaults).tolist() == [1.0078125]
     assert np.add(b, 2.0**-60, where=np.True_).tolist() == [1.0078125]
+    assert np.add(b, 2.0**-60, where=np.array(True)).tolist() == [1.0078125]  # a 0-d True too
     out = asarray([0.0], "bfloat16", mode="up")
     assert np.add(b, 2.0**-60, out=out, casting="same_kind") is out and out.tolist() == [1.0078125]
 
