@@ -295,7 +295,10 @@ class InputArray:
             raise FileError(f"cannot read {path}: {_reason(error)}") from None
         if self.dtype.kind not in "biufc":
             self.close()
-            raise FileError(f"{path} holds an array of dtype {self.dtype}, not numbers")
+            hint = ("; np.save writes ml_dtypes arrays (bfloat16, float8_*) as raw bytes like these: save "
+                    "x.astype(np.float32) instead" if self.dtype.kind == "V" and self.dtype.itemsize <= 2
+                    and self.dtype.fields is None else "")
+            raise FileError(f"{path} holds an array of dtype {self.dtype}, not numbers{hint}")
         try:
             input_array(np.empty(0, self.dtype))  # rp.round's checks: long doubles, say
         except TypeError as error:

@@ -378,6 +378,7 @@ def test_out_is_untouched_when_the_input_is_bad(tmp_path):
     np.save(tmp_path / "strings.npy", np.array(["a", "b"]))
     np.save(tmp_path / "objects.npy", np.array([1.5, None], dtype=object), allow_pickle=True)
     np.savez(tmp_path / "objects.npz", x=np.array([1.5, None], dtype=object))
+    np.save(tmp_path / "bf16.npy", np.zeros(3, np.uint16).view("V2"))  # as np.save writes ml_dtypes' bfloat16
     # an archive whose array claims more data than it holds: chunks fail midway
     header = {"descr": "<f4", "fortran_order": False, "shape": (1000,)}
     with zipfile.ZipFile(tmp_path / "truncated.npz", "w") as archive, archive.open("x.npy", "w") as member:
@@ -386,13 +387,14 @@ def test_out_is_untouched_when_the_input_is_bad(tmp_path):
     for name, reason in (("missing.npy", "No such file"), ("text.npy", "not a NumPy .npy file"),
                          ("strings.npy", "not numbers"), ("truncated.npz", "ends early"),
                          ("objects.npy", "holds Python objects, not numbers"),
-                         ("objects.npz", "holds Python objects, not numbers")):
+                         ("objects.npz", "holds Python objects, not numbers"),
+                         ("bf16.npy", "dtype |V2, not numbers; np.save writes ml_dtypes arrays")):
         finished = run_cli("round", name, "out.npy", "-f", "e4m3", "--chunk", "100", cwd=tmp_path)
         assert finished.returncode == 1
         assert finished.stderr.count("\n") == 1 and name in finished.stderr and reason in finished.stderr
         assert finished.stdout == ""
         assert out.read_bytes() == b"precious"
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["objects.npy", "objects.npz", "out.npy",
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["bf16.npy", "objects.npy", "objects.npz", "out.npy",
                                                                 "strings.npy", "text.npy", "truncated.npz"]
 
 
