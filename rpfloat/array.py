@@ -34,7 +34,8 @@ onto the format with its mode:
   integer index gives a 0-d RPArray rather than a NumPy scalar, so that arithmetic
   on an element stays in the format (``float(a[0])``, ``a[0].item()`` give numbers).
   Assignment rounds the assigned values onto the array's format with its mode (in
-  a stochastic mode, once for every element written: ``a[:] = 0.1`` draws for each),
+  a stochastic mode of an element format, once for every element written:
+  ``a[:] = 0.1`` draws for each),
   and so do the NumPy functions that write into an array (``np.copyto``, ``np.put``,
   ``np.putmask``, ``np.place``, ``np.put_along_axis``, ``np.fill_diagonal``).
   ``np.asarray(a)`` is the carrier itself: writing through it is not rounded.
@@ -557,7 +558,7 @@ class RPArray(NDArrayOperatorsMixin):
     def __setitem__(self, key, value):
         index = _index(key)
         values = _float64_values(value)
-        if self._target.mode.is_stochastic:  # every element written draws its own rounding
+        if _draws_per_element(self._target):  # every element written draws its own rounding
             values = _spread(values, np.shape(self._data[index]))
         self._data[index] = _round_values(values, self._target)
 
@@ -1173,11 +1174,20 @@ def _float64_operand(x, exact=False):
     return x
 
 
+def _draws_per_element(target: _Target) -> bool:
+    """Whether a value written to many elements of an RPArray of `target` is
+    rounded once for each (stochastic modes of element formats): so that it
+    draws for every element, not once for a value that NumPy then repeats. A
+    scaled format rounds the values as given, whose blocks decide its scales."""
+    return target.mode.is_stochastic and not isinstance(target.fmt, ScaledFormat)
+
+
 def _spread(values: np.ndarray, shape: tuple) -> np.ndarray:
-    """`values` broadcast to `shape`, where they broadcast to it and are fewer:
-    so that a stochastic rounding draws once for every element written, not
-    once for a value that NumPy then repeats. Otherwise `values` as they are
-    (NumPy's assignment then says what does not fit)."""
+    """`values` broadcast to `shape` where NumPy's assignment would broadcast
+    them (leading length-1 axes beyond `shape` dropped, as it drops them);
+    otherwise as they are (the assignment then says what does not fit)."""
+    while values.ndim > len(shape) and values.shape[0] == 1:
+        values = values[0]
     if values.shape == shape:
         return values
     try:
@@ -1605,7 +1615,7 @@ def _writing_function(func, args, kwargs):
     if isinstance(destination, RPArray):
         def rounded(values):
             values = _float64_values(values)
-            if func is np.copyto and destination._target.mode.is_stochastic:  # a draw per element, as assignment
+            if func is np.copyto and _draws_per_element(destination._target):  # as assignment
                 values = _spread(values, destination.shape)
             return _round_values(values, destination._target)
 

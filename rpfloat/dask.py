@@ -299,8 +299,8 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     plan = _plan(x, fmt, "nearest", None, None)
     if plan.result_dtype.kind == "c":
         raise TypeError("flip_bits takes real numbers; flip x.real and x.imag separately")
-    key = random_key(rng)  # as rp.flip_bits draws it, whatever p
     _known_chunks(x, "x", "flip_bits")
+    key = random_key(rng)  # as rp.flip_bits draws it, whatever p
     codes = encode(x, fmt)
     elements = codes.elements if isinstance(fmt, ScaledFormat) else codes
     bits = fmt.element.bits if isinstance(fmt, ScaledFormat) else fmt.bits

@@ -216,14 +216,24 @@ def _describe_dtype_like(float_type) -> str:
     return f"type {_type_name(float_type)} (dtype {dtype_name})"
 
 
+def _fixed_name_valid(name: str) -> bool:
+    """Whether ``format(name)`` takes the fixed-point name `name`."""
+    try:
+        format(name)
+    except ValueError:
+        return False
+    return True
+
+
 def _unknown_name_message(name: str) -> str:
     key = _name_key(name)
     hint = _NAME_HINTS.get(key)
     if hint is None and key.startswith(("mx", "nv")):
         hint = "scaled presets: " + ", ".join(_SCALED)
-    if hint is None and (whole := re.fullmatch(r"(u?)q(-?\d+)", key)):  # a fixed-point name without its point
+    if hint is None and (whole := re.fullmatch(r"(u?)q(\d+)", key)):  # a fixed-point name without its point
         unsigned, bits = whole.groups()
-        hint = f"did you mean '{unsigned}q{bits}.0'" + (f" or '{unsigned}int{bits}'" if bits.isdigit() else "") + "?"
+        if _fixed_name_valid(f"{unsigned}int{bits}"):
+            hint = f"did you mean '{unsigned}q{bits}.0' or '{unsigned}int{bits}'?"
     if hint is None:
         near_misses = difflib.get_close_matches(key, _SPELLINGS, n=3, cutoff=0.8)
         if near_misses:

@@ -420,8 +420,8 @@ def kernel_limits(fmt, result_dtype) -> np.ndarray:
 def _limits(fmt, result_dtype) -> np.ndarray:
     if isinstance(fmt, ScaledFormat):
         largest_scale = _largest_scale(fmt)
-        with np.errstate(over="ignore"):
-            low = np.float64(fmt.element.min) * largest_scale
+        with np.errstate(over="ignore"):  # (an unsigned element's min is 0 whatever the scale: not 0 * inf)
+            low = np.float64(fmt.element.min) * largest_scale if fmt.element.min != 0 else 0.0
             high = np.float64(fmt.element.max) * largest_scale
         return np.array([low, high, 0.0])
     if isinstance(fmt, FixedFormat):

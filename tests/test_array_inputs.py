@@ -85,7 +85,9 @@ def test_writing_functions_draw_as_item_assignment_does():
     lambda b, value: np.copyto(b, value),
     lambda b, value: b.__setitem__(np.ones(b.shape, bool), value),        # a boolean index
     lambda b, value: b.reshape(64, 64).__setitem__((slice(None), slice(None)), [value] * 64),  # a row broadcast
-], ids=["slice", "fill", "copyto", "mask", "row"])
+    lambda b, value: b.__setitem__(slice(None), np.array([[value]])),  # leading length-1 axes, dropped by NumPy
+    lambda b, value: np.copyto(b, np.full((1, 1, 1), value)),
+], ids=["slice", "fill", "copyto", "mask", "row", "leading-ones", "copyto-leading-ones"])
 def test_a_stochastic_write_draws_for_every_element(write):
     """A value written to many elements rounds once for each of them: 1 + 2**-10
     onto bfloat16 (steps of 2**-7) rounds up with probability 1/8, element by
@@ -97,6 +99,19 @@ def test_a_stochastic_write_draws_for_every_element(write):
     rows = values.reshape(64, 64)
     assert not (rows == rows[0]).all()  # not one draw repeated: independent rows all equal is negligible
     assert_binomial(int(np.count_nonzero(values == 1.0078125)), values.size, 1 / 8, 1e-9)
+
+
+def test_a_stochastic_write_into_a_scaled_format_rounds_the_values_as_given():
+    """A scaled format's blocks (and scales) are those of the values written, in
+    every mode: a stochastic write lies between the down and up writes."""
+    fmt = rp.ScaledFormat("e2m1", block_size=2, axis=0)
+    written = {}
+    for mode in ("down", "up", "stochastic"):
+        a = asarray(np.zeros((2, 2)), fmt, mode, rng=0)
+        a[:] = [1.0, 100.0]
+        written[mode] = np.asarray(a)
+    assert (written["down"] <= written["stochastic"]).all() and (written["stochastic"] <= written["up"]).all()
+    assert written["down"].tolist()[0] == [0.0, 96.0] and written["up"].tolist()[0] == [8.0, 96.0]
 
 
 def test_writing_functions_into_plain_arrays_see_the_values():

@@ -311,6 +311,13 @@ def test_unknown_names(name, hint):
     assert name not in formats
 
 
+@pytest.mark.parametrize("name", ["q0", "uq0", "q64", "uq64"])
+def test_fixed_point_hints_name_only_widths_the_formats_take(name):
+    with pytest.raises(ValueError, match="unknown format name") as raised:
+        format(name)
+    assert "did you mean" not in str(raised.value)
+
+
 def test_known_names_explain_the_rules():
     with pytest.raises(ValueError) as raised:
         format("nope")

@@ -412,7 +412,9 @@ def test_whole_blocks_of_zeros_in_formats_without_a_symmetric_range(fmt):
     assert math.isfinite(stats.mean_rel_error)
 
 
-@pytest.mark.parametrize("fmt", ["uq4.4", "uint8", rp.ScaledFormat(rp.FixedFormat(4, 4, signed=False), block_size=32)])
+@pytest.mark.parametrize("fmt", ["uq4.4", "uint8", rp.ScaledFormat(rp.FixedFormat(4, 4, signed=False), block_size=32),
+                                 rp.ScaledFormat(rp.FixedFormat(4, 4, signed=False), block_size=16, scale_format="e4m3",
+                                                 tensor_scale=True)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_unsigned_formats_count_a_negative_in_any_block(fmt, dtype):
     """Unsigned formats gather blocks of x >= 0 in the fast loops (their bounds

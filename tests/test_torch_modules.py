@@ -1001,3 +1001,11 @@ def test_parameters_of_unknown_modules_are_named_in_a_warning():
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # nothing rounds parameters or gradients by default: nothing to say
         rpt.quantize_model(model, rpt.QuantConfig(parameters=None, activations="bfloat16"))
+
+
+def test_a_recurrent_weight_the_old_weight_norm_computes_is_named():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch.nn.utils.weight_norm is deprecated
+        lstm = torch.nn.utils.weight_norm(nn.LSTM(3, 4), "weight_ih_l0")
+    with pytest.raises(ValueError, match="'weight_ih_l0', which it does not have.*parametrizations.weight_norm"):
+        rpt.quantize_model(lstm, rpt.QuantConfig(parameters="bfloat16"))

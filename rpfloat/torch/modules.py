@@ -74,7 +74,6 @@ _QUANTIZABLE: dict[type, tuple[str, ...]] = {
     nn.InstanceNorm3d: ("weight", "bias"),
     nn.LayerNorm: ("weight", "bias"),
     nn.GroupNorm: ("weight", "bias"),
-    nn.RMSNorm: ("weight",),
     nn.PReLU: ("weight",),
     nn.Embedding: ("weight",),
     nn.EmbeddingBag: ("weight",),
@@ -82,6 +81,9 @@ _QUANTIZABLE: dict[type, tuple[str, ...]] = {
     nn.MultiheadAttention: ("in_proj_weight", "q_proj_weight", "k_proj_weight", "v_proj_weight", "in_proj_bias",
                             "bias_k", "bias_v"),
 }
+
+if hasattr(nn, "RMSNorm"):  # torch 2.4 and later
+    _QUANTIZABLE[nn.RMSNorm] = ("weight",)
 
 _STATE_ATTRIBUTE = "_rpfloat_quantization"
 
@@ -776,22 +778,23 @@ def _quantizable_names(module) -> tuple[str, ...] | None:
     klasses = type(module).__mro__
     if isinstance(module, nn.modules.lazy.LazyModuleMixin) and getattr(module, "cls_to_become", None) is not None:
         klasses = (*klasses, *module.cls_to_become.__mro__)
-    for klass in klasses:
-        if klass in _QUANTIZABLE:
-            names = _QUANTIZABLE[klass]
-            for name in names:
-                # (an optional parameter left out may be a plain None: MultiheadAttention's bias_k)
-                if (name not in module._parameters and getattr(module, name, False) is not None
-                        and _computed_by(module, name) is None):
-                    raise ValueError(
-                        f"{type(module).__name__} is registered with parameter {name!r}, which it does not have "
-                        f"(its parameters: {list(module._parameters)})")
-            return tuple(name for name in names
-                         if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
-    if isinstance(module, nn.RNNBase):  # nn.RNN, nn.LSTM, nn.GRU: names by layer and direction
-        return tuple(name for name in module._flat_weights_names
-                     if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
-    return None
+    names = next((_QUANTIZABLE[klass] for klass in klasses if klass in _QUANTIZABLE), None)
+    if names is None and isinstance(module, nn.RNNBase):  # nn.RNN, nn.LSTM, nn.GRU: by layer and direction
+        names = tuple(module._flat_weights_names)
+    if names is None:
+        return None
+    for name in names:
+        # (an optional parameter left out may be a plain None: MultiheadAttention's bias_k)
+        if (name not in module._parameters and getattr(module, name, False) is not None
+                and _computed_by(module, name) is None):
+            old_weight_norm = f"{name}_g" in module._parameters and f"{name}_v" in module._parameters
+            raise ValueError(
+                f"{type(module).__name__} is quantized through its parameter {name!r}, which it does not have "
+                f"(its parameters: {list(module._parameters)})"
+                + ("; the old torch.nn.utils.weight_norm computes it: use "
+                   "torch.nn.utils.parametrizations.weight_norm" if old_weight_norm else ""))
+    return tuple(name for name in names
+                 if module._parameters.get(name) is not None or _computed_by(module, name) is not None)
 
 
 def _computed_by(module, name) -> tuple[str, str] | None:
