@@ -183,6 +183,14 @@ def _gather_block(x, rounded, limits, counts):
     return sum_abs, max_abs, sum_rel, max_rel
 
 
+@njit(**NUMBA_OPTIONS)
+def _add_rules(x, rounded, limits, counts, sum_abs, sum_rel, max_abs, max_rel):
+    """The sums and maxima so far with a block taken by the rules (`_gather_block`)
+    added: ``(sum_abs, sum_rel, max_abs, max_rel)``."""
+    sums = _gather_block(x, rounded, limits, counts)
+    return sum_abs + sums[0], sum_rel + sums[2], max(max_abs, sums[1]), max(max_rel, sums[3])
+
+
 # float32 bits of the narrow blocks' loop (`narrow_block`)
 MAGNITUDE_32 = np.int32(0x7FFFFFFF)
 ZERO_32 = np.int32(0)
@@ -327,11 +335,8 @@ def gather(x, rounded, limits, bounds, counts, errors):
         x_block = x[start:stop]
         rounded_block = rounded[start:stop]
         if nonnegative and negatives(x_block) > 0:
-            sums = _gather_block(x_block, rounded_block, limits, counted)
-            sum_abs += sums[0]
-            sum_rel += sums[2]
-            max_abs = max(max_abs, sums[1])
-            max_rel = max(max_rel, sums[3])
+            sum_abs, sum_rel, max_abs, max_rel = _add_rules(x_block, rounded_block, limits, counted, sum_abs,
+                                                             sum_rel, max_abs, max_rel)
             continue
         # a narrow block first (float32 only); the ordinary loop where it was not
         if skipped > 0:
@@ -396,11 +401,8 @@ def gather(x, rounded, limits, bounds, counts, errors):
         # a NaN or infinite result made block_abs NaN or infinite
         ordinary = (smallest_x >= unsigned(less_one(x_low, largest_x))) & (largest_x <= x_high) & (block_abs + block_rel < INF)
         if not ordinary:
-            sums = _gather_block(x_block, rounded_block, limits, counted)
-            sum_abs += sums[0]
-            sum_rel += sums[2]
-            max_abs = max(max_abs, sums[1])
-            max_rel = max(max_rel, sums[3])
+            sum_abs, sum_rel, max_abs, max_rel = _add_rules(x_block, rounded_block, limits, counted, sum_abs,
+                                                             sum_rel, max_abs, max_rel)
             continue
         counted[0] += inexact
         counted[2] += underflowed
