@@ -55,7 +55,7 @@ from .fixedformat import FixedFormat
 from .floatformat import FloatFormat
 from .modes import parse_mode
 from .presets import format as to_format
-from .rounding import _prepare_out, input_array
+from .rounding import _prepare_out, input_array, is_dask
 from .scaledformat import ScaledFormat
 from ._plan import check_rand_bits, overflow_policy, random_key, result_dtype, unused_key
 
@@ -138,7 +138,7 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     >>> float(rp.sum(x, "bfloat16", axis=(1, 0))) * 2**9      # 1 + 2**-9 rounds to 1 first
     1.0
     """
-    if type(x).__module__.startswith("dask."):  # a lazy sum in the documented chunk order
+    if is_dask(x):  # a lazy sum in the documented chunk order
         if block_k is not None:
             raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
         from . import dask as dask_adapter
@@ -541,7 +541,7 @@ def exact_operand(x, argument):
     doubles), ValueError for integers float64 does not hold exactly. ml_dtypes
     arrays are float32 data, as for ``rp.round``. A dask array (which would be
     computed whole, in memory) is a TypeError: only rp.sum takes it lazily."""
-    if type(x).__module__.startswith("dask."):
+    if is_dask(x):
         raise TypeError(f"{argument} is a dask array, which rp.dot and rp.matmul do not take lazily (only rp.sum "
                         f"does): compute it ({argument}.compute()) to multiply in memory")
     array = input_array(x, argument)

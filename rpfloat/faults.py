@@ -11,7 +11,7 @@ from . import _codes
 from ._plan import plan_for, random_key
 from .fixedformat import FixedFormat
 from .presets import format as to_format
-from .rounding import input_array, encode
+from .rounding import encode, input_array, is_dask
 from .scaledformat import ScaledFormat
 from .scaling import ScaledCodes, decode_scaled
 
@@ -87,7 +87,7 @@ def flip_bits(x, fmt, p, *, field="all", rng=None):
     >>> bool((y == rp.flip_bits([0.1] * 4, "bfloat16", 0.25, rng=7)).all())
     True
     """
-    if type(x).__module__.startswith("dask."):  # lazily, chunk by chunk, with the same bits
+    if is_dask(x):  # lazily, chunk by chunk, with the same bits
         from . import dask as dask_adapter
 
         return dask_adapter.flip_bits(x, fmt, p, field=field, rng=rng)

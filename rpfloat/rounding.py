@@ -74,7 +74,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     array([448., 448.])
     """
     if x.__class__ is not np.ndarray:
-        if _is_dask(x):
+        if is_dask(x):
             if out is not None or stats is not False:
                 raise TypeError("out= and stats= are for NumPy arrays; a dask array gives a lazy result")
             return _dask_adapter().round(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits)
@@ -87,7 +87,7 @@ def round(x, fmt, mode="nearest", *, overflow=None, rng=None, rand_bits=None, ou
     return round_chunk(x, fmt, mode, overflow=overflow, rng=rng, rand_bits=rand_bits, out=out, stats=stats)
 
 
-def _is_dask(x) -> bool:
+def is_dask(x) -> bool:
     """Whether `x` is a dask array (checked without importing dask)."""
     return type(x).__module__.startswith("dask.")
 
@@ -295,7 +295,7 @@ def encode(x, fmt, mode="nearest", **round_kwargs):
     >>> rp.encode([1.0, -2.0], "e4m3")
     array([ 56, 192], dtype=uint8)
     """
-    if _is_dask(x):
+    if is_dask(x):
         return _dask_adapter().encode(x, fmt, mode, **round_kwargs)
     check_encode_keywords(round_kwargs)
     fmt = to_format(fmt)
@@ -337,7 +337,7 @@ def decode(codes, fmt):
     >>> rp.decode([56, 192], "e4m3")
     array([ 1., -2.], dtype=float16)
     """
-    if _is_dask(codes) or (isinstance(codes, tuple) and codes and _is_dask(codes[0])):  # also ScaledCodes
+    if is_dask(codes) or (isinstance(codes, tuple) and codes and is_dask(codes[0])):  # also ScaledCodes
         return _dask_adapter().decode(codes, fmt)
     fmt = to_format(fmt)
     if isinstance(fmt, ScaledFormat):
