@@ -42,6 +42,7 @@ _FLOAT64_MAX = Fraction(np.finfo(np.float64).max.item())
 
 
 _LEAST_FLOAT32_EXPONENT = -149  # float32's smallest subnormal, 2**-149
+_LEAST_STRAIGHT_LINE_STEP = 2.0**-958  # (core.scale.round_element's straight-line form)
 _LARGEST_FAST_SCALE_EXPONENT = 255
 # float64 data rounded at a time by `_float64_blocks`: the data, their quotients and
 # the results of a segment (256 KiB each) stay in the core's L2 cache between its steps
@@ -122,7 +123,11 @@ def scaled_plan(fmt: ScaledFormat, mode, overflow, rand_bits, input_dtype) -> Sc
     loops = stochastic_loops(fast_params) if mode == Mode.STOCHASTIC and fast_params is not None else BIT_LOOPS
     grid = _grid(fmt) if kind == block_layout.SIGNIFICAND and mode == Mode.NEAREST else None
     division = None
-    if kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0:
+    # (the division kernel's straight-line `round_element` serves elements whose least step
+    # is at least 2**-958, where a quotient at or below 2**-1022 needs no exact rounding)
+    least_step = np.int64(element_params[P_BELOW_QUANTUM_BITS]).view(np.float64)
+    if (kind == block_layout.SIGNIFICAND and mode == Mode.STOCHASTIC and element_params[P_DEEP] == 0
+            and least_step >= _LEAST_STRAIGHT_LINE_STEP):
         division = _scale_fields(fmt)
     return ScaledPlan(fmt, np.result_type(input_dtype, fmt.carrier), element_params, fast_params, by_adding,
                       loops, grid, division, scale_params, block_params, float_params, mode, rand_bits)

@@ -136,20 +136,48 @@ def round_exact(t: Fraction, fmt, mode: str) -> float:
     between lo and the midpoint, the midpoint itself, and halfway between the
     midpoint and hi (a few bits each, exact floats) stand for all of t's side.
     Beyond twice the format's max every mode saturates alike, so t is first
-    clamped there.
+    clamped there. Where the stand-ins are no floats (neighbours 2**-1074 or
+    2**-1073 apart, as float64's subnormals), `_round_between` picks.
     """
     assert t != 0, "zeros keep their sign: round the float zero itself"
     top = 2 * element_max(fmt)
     t = max(-top, min(top, t))
-    value = float(t)
+    value = _to_float64(t)
+    if math.isinf(value):  # (twice a max near float64's): saturates as inf does
+        return round_reference(value, fmt, mode, overflow="saturate")
     if value == 0 or Fraction(value) != t:
         lo, hi, _, _ = neighbours(t, fmt)
         assert lo < t < hi
         mid = (lo + hi) / 2
         stand_in = (lo + mid) / 2 if t < mid else mid if t == mid else (mid + hi) / 2
         value = float(stand_in)
-        assert Fraction(value) == stand_in and value != 0
+        if Fraction(value) != stand_in or value == 0:
+            return _round_between(t, fmt, mode)
     return round_reference(value, fmt, mode, overflow="saturate")
+
+
+def _round_between(t: Fraction, fmt, mode: str) -> float:
+    """The exact `t`, strictly between two neighbours of `fmt`'s grid (floats),
+    rounded in a deterministic `mode`, saturating (reference.py's rules: the
+    neighbour nearer zero or the one farther, by the mode, the distances and,
+    for ties and "odd", the parities of their codes)."""
+    lo, hi, lo_parity, hi_parity = neighbours(t, fmt)
+    # (the neighbours and their codes' parities by magnitude: near zero, far from it)
+    near, far, near_parity, far_parity = (hi, lo, hi_parity, lo_parity) if t < 0 else (lo, hi, lo_parity, hi_parity)
+    if mode == "toward_zero":
+        rounded = near
+    elif mode in ("up", "down"):
+        rounded = hi if mode == "up" else lo
+    elif mode == "odd":  # (both even: only 0 and min_normal without subnormals)
+        rounded = near if near_parity == 1 and far_parity == 0 else far
+    elif abs(t - near) != abs(far - t):
+        rounded = near if abs(t - near) < abs(far - t) else far
+    elif mode == "nearest_away":
+        rounded = far
+    else:  # nearest, a tie: to the even code (both even: min_normal)
+        rounded = near if near_parity == 0 and far_parity == 1 else far
+    # (a grid value: round_reference keeps it, saturates it past the range, signs a zero)
+    return round_reference(float(rounded) if rounded else math.copysign(0.0, t), fmt, mode, overflow="saturate")
 
 
 def _times(scale: Fraction, q: float) -> Fraction | float:

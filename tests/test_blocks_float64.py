@@ -133,6 +133,31 @@ def test_quotients_below_float64_normals_round_as_nonzero(mode):
         assert_same_bits(new, general, mode)
 
 
+@pytest.mark.parametrize("scale_format", [(1, 5), "e4m3"], ids=str)
+@pytest.mark.parametrize("element", [rp.FloatFormat(11, 10), rp.FloatFormat(11, 2, bias=1040),
+                                     rp.FixedFormat(-1040, 1074)], ids=repr)
+def test_tiny_quotients_of_elements_below_2_to_the_minus_958(element, scale_format):
+    """Elements reaching below 2**-958 (a deep one, fixed point down to
+    2**-1074): quotients at or below 2**-1022, exact and inexact in float64,
+    round as the exact ones in the general kernel and in `fix_tiny`, in the row
+    and column forms, the same bits in every mode and the oracle's in the
+    deterministic ones."""
+    fmt = rp.ScaledFormat(element, block_size=4, axis=1, scale_format=scale_format)
+    rng = np.random.default_rng(8)
+    x = rng.uniform(1, 2, (1, 48, 3)) * 2.0 ** rng.integers(-1080, -1000, (1, 48, 3)).astype(float)
+    x[:, ::4] = rng.uniform(1, 2, (1, 12, 3)) * 2.0 ** rng.integers(-1060, 1023, (1, 12, 3)).astype(float)
+    x[:, 1::8] = rng.integers(1, 2**20, (1, 6, 3)).view(np.float64)  # float64 subnormals
+    x *= rng.choice([-1.0, 1.0], x.shape)
+    for data_3d in (x[:, :, :1].copy(), x):  # the row and column forms
+        for mode in layout.ALL_MODES:
+            (new, _), (general, _) = run_both(data_3d, fmt, mode, 3, None, 0, False)
+            assert_same_bits(new, general, f"{rp.Mode(mode).name}")
+            if mode in layout.DETERMINISTIC_MODES:
+                want = scaled_reference(data_3d.reshape(-1, data_3d.shape[2]).T.copy(),
+                                        dataclasses.replace(fmt, axis=-1), rp.Mode(mode).name.lower()).values
+                assert_same_bits(general.reshape(-1, data_3d.shape[2]).T.copy(), want, "general kernel")
+
+
 @pytest.mark.parametrize("fmt", ["mxfp8_e4m3", "mxfp4_e2m1", "mxint8", "nvfp4", rp.ScaledFormat("e4m3"),
                                  rp.ScaledFormat("bfloat16", block_size=2000)], ids=str)
 @pytest.mark.parametrize("shape", [(1, 70_001, 1), (3, 33_000, 1), (40, 1000, 1), (2, 100, 400), (1, 3000, 25)])

@@ -393,6 +393,79 @@ def test_tiny_elements_under_a_clamped_large_scale(mode):
     assert_same(got, scaled_reference(x, fmt, mode).values, mode)
 
 
+# elements whose values reach below 2**-958 (float64's subnormals among them, a 16-bit one,
+# one without subnormals, a deep one, fixed point down to 2**-1074)
+FINE_ELEMENTS = [rp.format("float64"), rp.FloatFormat(11, 10), rp.FloatFormat(11, 4),
+                 rp.FloatFormat(11, 4, subnormals=False), rp.FloatFormat(11, 2, bias=1040),
+                 rp.FixedFormat(-1040, 1074), rp.FixedFormat(-990, 1000)]
+
+
+def _tiny_quotient_blocks(rng, rows):
+    """float64 blocks of 4: a largest value from 2**-1060 to 2**1023 and three of
+    2**-1080 to 2**-1000, a third of them float64 subnormals of up to 20 bits."""
+    x = rng.uniform(1, 2, (rows, 4)) * 2.0 ** rng.integers(-1080, -1000, (rows, 4)).astype(float)
+    subnormal = rng.random((rows, 4)) < 0.3
+    x[subnormal] = rng.integers(1, 2**20, subnormal.sum()).view(np.float64)
+    x[:, 0] = rng.uniform(1, 2, rows) * 2.0 ** rng.integers(-1060, 1023, rows).astype(float)
+    return x * rng.choice([-1.0, 1.0], x.shape)
+
+
+@pytest.mark.parametrize("scale_format", ["e8m0", (1, 5), (-40, -20), "e4m3", rp.FloatFormat(11, 2)], ids=str)
+@pytest.mark.parametrize("element", FINE_ELEMENTS, ids=repr)
+def test_elements_below_float64s_normals_round_the_exact_quotient(element, scale_format):
+    """Elements that reach below 2**-958 round the exact v / X where that lies
+    at or below 2**-1022: exact in float64 (X = 1: the value itself) or not
+    (X = 2**5, a significand scale), in every deterministic mode, along either
+    axis. (A quotient below 2**-1022 was taken as +-2**-1022.)"""
+    if element == rp.format("float64") and scale_format != "e8m0" and not isinstance(scale_format, tuple):
+        with pytest.raises(ValueError, match="scale_format"):  # (53 bits: no significand scale fits)
+            rp.ScaledFormat(element, block_size=4, scale_format=scale_format)
+        return
+    fmt = rp.ScaledFormat(element, block_size=4, scale_format=scale_format)
+    x = _tiny_quotient_blocks(np.random.default_rng(5), 24)
+    for mode in DETERMINISTIC_MODES:
+        want = scaled_reference(x, fmt, mode).values
+        assert_same(rp.round(x, fmt, mode), want, f"{fmt!r} {mode}")
+        assert_same(rp.decode(rp.encode(x, fmt, mode), fmt), want, f"decode(encode(x)) {mode}")
+        columns = fmt.replace(axis=0)
+        assert_same(rp.round(x.T.copy(), columns, mode), want.T, f"axis 0 {mode}")
+
+
+def test_float64_elements_keep_float64_subnormals():
+    """The examples of the report: float64 elements under E8M0 scales and under
+    scales 2**-40 to 2**-20 give float64 data back, subnormals included."""
+    x = np.array([1.5e308, 1e-310])
+    assert_same(rp.round(x, rp.ScaledFormat("float64", block_size=2)), x)
+    x = np.array([1e-321, 3e-320])
+    assert_same(rp.round(x, rp.ScaledFormat("float64", scale_format=(-40, -20))), x)
+    assert_same(rp.round(x, rp.ScaledFormat("float64", scale_format=(-40, -20)), "toward_zero"), x)
+
+
+def test_float32_data_take_the_exact_tiny_quotient_under_significand_scales():
+    """float32 data under a significand scale near 2**1022 (the block max's
+    quotient saturates it): 2**-100 / X lies far below the step of an element
+    reaching down to 2**-1040, so stochastic rounding gives 0, not the element's
+    max (the division kernel, which took such a quotient as 2**-1022, serves
+    elements down to 2**-958 only)."""
+    fmt = rp.ScaledFormat(rp.FixedFormat(-1030, 1040), block_size=2, scale_format=rp.FloatFormat(10, 2, bias=0))
+    x = np.array([2.0**127, 2.0**-100] * 4, np.float32)
+    for mode in ("stochastic", "nearest", "toward_zero"):
+        got = rp.round(x, fmt, mode, rng=1)
+        assert np.array_equal(got[1::2], np.zeros(4)) and (got[::2] > 0).all(), mode
+
+
+def test_stochastic_rounding_of_a_tiny_inexact_quotient():
+    """float64 elements under the scale 2: 3 * 2**-1074 / 2 lies halfway
+    between float64's 2**-1074 and 2**-1073, which stochastic rounding takes
+    about equally often, and stochastic_equal too."""
+    fmt = rp.ScaledFormat("float64", block_size=None, scale_format=(1, 1))
+    x = np.full(4000, 3 * 2.0**-1074)
+    for mode in ("stochastic", "stochastic_equal"):
+        got = rp.round(x, fmt, mode, rng=7) / 2  # the elements
+        assert set(np.unique(got)) <= {2.0**-1074, 2.0**-1073}, mode
+        assert abs(np.count_nonzero(got == 2.0**-1073) - 2000) < 200, mode
+
+
 # -- properties of the scale rules ----------------------------------------------------------
 
 

@@ -22,15 +22,25 @@ even in the scale format and clamped to [its smallest subnormal, its max]; the
 float64 quotient rounds as the exact one does for the pairs of element and scale
 format that ``ScaledFormat`` takes (``_check_scale_rounds_once``: the scale's
 precision and the divisor's bits come to at most 53).
+
+An element's quotient ``v / X`` at or below float64's least normal, 2**-1022,
+may have lost bits (the subnormals' spacing is 2**-1074). The general kernels
+then divide again, ``v * 2**128 / X`` (a normal float64, exact for a
+power-of-two X), and round that onto the element's grid times 2**128
+(`shifted_params`), which decides as the exact quotient would.
 """
 import math
 
 import numpy as np
 from numba import njit
+from numba.cpython.unsafe.tuple import tuple_setitem
 
 from .bits import NUMBA_OPTIONS, bits_to_float64, count_leading_zeros, float64_to_bits
 from .element import round_bits
-from .layout import NEAREST, P_DEEP, P_MAN_BITS, P_MIN_NORMAL_BITS
+from .layout import (
+    NEAREST, P_BELOW_DROP_OFFSET, P_BELOW_QUANTUM_BITS, P_DEEP, P_HALF_QUANTUM_BITS, P_MAN_BITS, P_MAX_NEG_BITS,
+    P_MAX_POS_BITS, P_MIN_NORMAL_BITS, P_OVERFLOW_NEG_BITS, P_OVERFLOW_POS_BITS,
+)
 
 # scale kinds and the power-of-two roundings (the order of rpfloat.scaledformat.SCALE_ROUNDINGS)
 POWER_OF_TWO, SIGNIFICAND = range(2)
@@ -39,6 +49,11 @@ FRACTION_64 = np.int64(0x000FFFFFFFFFFFFF)
 TWO_52 = 2.0**52
 MIN_EXPONENT_64 = -1022  # float64's least normal exponent
 HIDDEN_BIT_64 = np.int64(1) << 52
+INF_BITS_64 = np.int64(0x7FF0000000000000)
+# tiny quotients are rounded times 2**TINY_SHIFT (even: a float64 exponent field keeps its parity)
+TINY_SHIFT = 128
+TIMES_TINY_SHIFT = 2.0**TINY_SHIFT
+UNDO_TINY_SHIFT = 2.0**-TINY_SHIFT
 
 # Layout of the block parameters (rpfloat.scaling builds them), all int64:
 # scale kind, rounding, s_min, s_max, element emax, exponent of the element's
@@ -91,21 +106,71 @@ SMALLEST_NORMAL_64 = 2.0**-1022
 
 
 @njit(inline="always", **NUMBA_OPTIONS)  # as round_bits: too large for LLVM to inline
-def round_element(quotient, value, element_params, mode, random, rand_bits, general):
-    """The element value ``q`` of `value` in its block: `quotient` (``value``
-    divided by the block scale in float64) rounded onto the element format
+def round_element(quotient, value, scale, element_params, mode, random, rand_bits, general):
+    """The element value ``q`` of `value` in its block of `scale`: `quotient`
+    (``value / scale`` in float64) rounded onto the element format
     (`element_params`, float64 carrier, saturating) in `mode` (`general`: a
-    constant, as ``round_bits`` takes it; False leaves out deep elements).
+    constant, as ``round_bits`` takes it).
 
-    Where the quotient fell below float64's normal range from a nonzero `value`
-    (and so lost bits, or all of them) it is taken as ``copysign(2**-1022,
-    value)``: rounding onto an element whose smallest positive value is above
-    2**-958 then decides as for the exact quotient: nearest gives 0, the directed
-    modes, odd and stochastic_equal see a nonzero magnitude of the right sign,
-    and stochastic rounding steps up with probability below 2**-64 either way."""
-    if abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
+    A quotient at or below 2**-1022 from a nonzero `value` may have lost bits:
+    `general` rounds the exact quotient (`round_tiny_quotient`). The straight-line
+    form (`general` False: no deep elements) takes it as ``copysign(2**-1022,
+    value)``, which decides as the exact quotient for the elements it serves,
+    those whose smallest positive value is at least 2**-958: nearest gives 0, the
+    directed modes, odd and stochastic_equal see a nonzero magnitude of the right
+    sign, and stochastic rounding steps up with probability below 2**-64 either
+    way."""
+    if abs(quotient) <= SMALLEST_NORMAL_64 and value != 0.0:
+        if general:
+            return round_tiny_quotient(value, scale, element_params, mode, random, rand_bits)
         quotient = math.copysign(SMALLEST_NORMAL_64, value)
     return bits_to_float64(round_bits(float64_to_bits(quotient), element_params, mode, random, rand_bits, general))
+
+
+@njit(**NUMBA_OPTIONS)  # (not inlined: rare, and it would double the loops' code)
+def round_tiny_quotient(value, scale, params, mode, random, rand_bits):
+    """``value / scale`` (nonzero `value`; a quotient at most 2**-1022 in
+    magnitude) rounded onto the format of `params` (float64 carrier) in `mode`,
+    as the exact quotient rounds: ``value * 2**128 / scale`` is a normal float64
+    (exact for a power-of-two scale; else rounded once, as a normal quotient is),
+    rounded onto the format's grid times 2**128, and the result times 2**-128
+    (exact: a value of the format). A quotient below 2**-1150 is taken as
+    ``copysign(2**-1150, value)``, more than 2**64 times below the shifted
+    grid's least step (at least 2**-946) as the exact one is."""
+    shifted = (value * TIMES_TINY_SHIFT) / scale
+    if abs(shifted) < SMALLEST_NORMAL_64:
+        shifted = math.copysign(SMALLEST_NORMAL_64, value)
+    rounded = round_bits(float64_to_bits(shifted), shifted_params(params), mode, random, rand_bits, True)
+    return bits_to_float64(rounded) * UNDO_TINY_SHIFT
+
+
+@njit(inline="always", **NUMBA_OPTIONS)
+def _times_tiny_shift(bits):
+    """The float64 bits of the positive value of `bits` times 2**128 (inf's
+    where that passes float64's max); 0, inf and the fixed-point formats'
+    "no normals" mark (past inf) stay as they are."""
+    if bits <= 0 or bits >= INF_BITS_64:
+        return bits
+    return float64_to_bits(bits_to_float64(bits) * TIMES_TINY_SHIFT)
+
+
+@njit(**NUMBA_OPTIONS)
+def shifted_params(params):
+    """The kernel parameters (float64 carrier, saturating) of the format whose
+    values are those of `params`' times 2**128, for magnitudes below 2**-894:
+    the thresholds and values move up 128 binades (the largest ones may become
+    inf, which no result there reaches), as many bits drop below the least
+    normal, and half a least step is one the carrier holds. 128 is even, so the
+    parity of an exponent field, which a format without fraction bits takes for
+    its code's, stays; and every format's least normal, at least 2**-1074,
+    becomes a normal float64 (not deep)."""
+    for field in (P_MIN_NORMAL_BITS, P_BELOW_QUANTUM_BITS, P_MAX_POS_BITS, P_MAX_NEG_BITS, P_OVERFLOW_POS_BITS,
+                  P_OVERFLOW_NEG_BITS):
+        params = tuple_setitem(params, field, _times_tiny_shift(params[field]))
+    params = tuple_setitem(params, P_BELOW_DROP_OFFSET, params[P_BELOW_DROP_OFFSET] + TINY_SHIFT)
+    half_quantum = bits_to_float64(params[P_BELOW_QUANTUM_BITS]) * 0.5
+    params = tuple_setitem(params, P_HALF_QUANTUM_BITS, float64_to_bits(half_quantum))
+    return tuple_setitem(params, P_DEEP, 0)
 
 
 @njit(inline="always", **NUMBA_OPTIONS)

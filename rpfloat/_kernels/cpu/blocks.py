@@ -234,7 +234,7 @@ def round_blocks(source, target, scales, element_params, scale_params, block_par
                     if mode >= STOCHASTIC:
                         random = random_bits(key, offset + (o * length + a) * inner + i)
                     quotient = value * inverse[i] if by_power_of_two else value / scale[i]
-                    rounded = round_element(quotient, value, element_params, mode, random, rand_bits, True)
+                    rounded = round_element(quotient, value, scale[i], element_params, mode, random, rand_bits, True)
                     target[o, a, i] = rounded if write_elements else rounded * scale[i]
 
 
@@ -277,7 +277,7 @@ def _round_rows(source, target, scales, element_params, scale_params, block_para
                 value = np.float64(source_row[a])
                 random = random_bits(key, base + a) if mode >= STOCHASTIC else np.uint64(0)
                 quotient = value * inverse if by_power_of_two else value / scale
-                rounded = round_element(quotient, value, element_params, mode, random, rand_bits, True)
+                rounded = round_element(quotient, value, scale, element_params, mode, random, rand_bits, True)
                 target_row[a] = rounded * factor
 
 
@@ -340,9 +340,10 @@ def round_in_float64(bits, exponent, element_params, mode, key, counter, rand_bi
     their range."""
     value = np.float64(bits_to_float32(bits))
     random = random_bits(key, counter) if mode >= STOCHASTIC else np.uint64(0)
-    rounded = round_element(value * power_of_two(-exponent), value, element_params, mode, random, rand_bits,
+    scale = power_of_two(exponent)
+    rounded = round_element(value * power_of_two(-exponent), value, scale, element_params, mode, random, rand_bits,
                             True)
-    return float32_to_bits(np.float32(rounded * power_of_two(exponent)))
+    return float32_to_bits(np.float32(rounded * scale))
 
 
 @njit(**NUMBA_OPTIONS)

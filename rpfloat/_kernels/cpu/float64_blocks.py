@@ -16,9 +16,9 @@ segments and calls them):
    of its flat index, as ``round_blocks`` draws it;
 4. `scale_up`: every result times its block's scale (NaN for a NaN block).
 
-One case differs: a quotient of a nonzero ``v`` that fell below float64's
-normal range, which ``core.scale.round_element`` rounds as a nonzero value far
-below the element's smallest step. `scale_down` counts the blocks whose least
+One case differs: a quotient of a nonzero ``v`` at or below float64's least
+normal, 2**-1022, which may have lost bits and which ``core.scale.round_element``
+rounds as the exact quotient. `scale_down` counts the blocks whose least
 nonzero magnitude gives such a quotient, and `fix_tiny` rounds those
 elements again as ``round_blocks`` does.
 
@@ -100,7 +100,7 @@ def scale_down(source, quotients, scales, leasts, first, stop, block_size, low, 
     element's range [`low`, `high`] (the element saturates, so every quotient
     beyond it rounds to its end in every mode, and the element's kernel keeps
     to its fast loop). Returns the number of blocks with a
-    quotient of a nonzero ``v`` below float64's normal range, their least's
+    quotient of a nonzero ``v`` at or below 2**-1022, their least's
     (`fix_tiny` rounds those)."""
     if block_params[B_KIND] == POWER_OF_TWO:
         return _quotients(source, quotients, scales, leasts, first, stop, block_size, low, high, True)
@@ -130,7 +130,7 @@ def _quotients(source, quotients, scales, leasts, first, stop, block_size, low, 
                 for a in range(values.size):
                     block_quotients[a] = min(max(values[a] / scale, low), high)
                 least = row_leasts[block] / scale
-            tiny += (row_leasts[block] != 0.0) & (least < SMALLEST_NORMAL_64)
+            tiny += (row_leasts[block] != 0.0) & (least <= SMALLEST_NORMAL_64)
     return tiny
 
 
@@ -158,8 +158,8 @@ def scale_up(target, scales, first, stop, block_size, write_elements):
 def fix_tiny(source, target, scales, first, stop, block_size, block_params, element_params, mode, key, offset,
              rand_bits, write_elements):
     """Round again, as ``round_blocks`` does, the elements of columns `first` to
-    `stop` of the rows `source` whose quotient ``v / X`` fell below float64's
-    normal range from a nonzero ``v``, into `target`. Element ``(row, a)``
+    `stop` of the rows `source` whose quotient ``v / X`` of a nonzero ``v``
+    lies at or below 2**-1022, into `target`. Element ``(row, a)``
     draws random number ``offset + row * length + a``."""
     length = source.shape[1]
     by_power_of_two = block_params[B_KIND] == POWER_OF_TWO
@@ -174,9 +174,9 @@ def fix_tiny(source, target, scales, first, stop, block_size, block_params, elem
             for a in range(max(block * block_size, first), min(block * block_size + block_size, stop)):
                 value = source_row[a]
                 quotient = value * inverse if by_power_of_two else value / scale
-                if abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
+                if abs(quotient) <= SMALLEST_NORMAL_64 and value != 0.0:
                     random = random_bits(key, offset + row * length + a) if mode >= STOCHASTIC else np.uint64(0)
-                    target_row[a] = round_element(quotient, value, element_params, mode, random, rand_bits,
+                    target_row[a] = round_element(quotient, value, scale, element_params, mode, random, rand_bits,
                                                   True) * factor
 
 
@@ -224,7 +224,7 @@ def column_quotients(source, quotients, scales, leasts, first, stop, block_size,
             for i in range(inner):  # (NaN for a NaN block: its quotients are NaN, its results the products')
                 inverses[i] = 1.0 / block_scales_row[i]
                 least = block_leasts[i] * inverses[i] if by_power_of_two else block_leasts[i] / block_scales_row[i]
-                tiny += (block_leasts[i] != 0.0) & (least < SMALLEST_NORMAL_64)
+                tiny += (block_leasts[i] != 0.0) & (least <= SMALLEST_NORMAL_64)
             for a in range(max(block * block_size, first), min(block * block_size + block_size, stop)):
                 row = source[outer, a]
                 start = outer * width + (a - first) * inner
@@ -269,12 +269,12 @@ def column_fix_tiny(source, target, scales, first, stop, block_size, block_param
                 scale = block_scales_row[i]
                 value = source[outer, a, i]
                 quotient = value * (1.0 / scale) if by_power_of_two else value / scale
-                if scale == scale and abs(quotient) < SMALLEST_NORMAL_64 and value != 0.0:
+                if scale == scale and abs(quotient) <= SMALLEST_NORMAL_64 and value != 0.0:
                     index = offset + (outer * length + a) * inner + i
                     random = random_bits(key, index) if mode >= STOCHASTIC else np.uint64(0)
                     factor = 1.0 if write_elements else scale
-                    target[outer, a, i] = round_element(quotient, value, element_params, mode, random, rand_bits,
-                                                        True) * factor
+                    target[outer, a, i] = round_element(quotient, value, scale, element_params, mode, random,
+                                                        rand_bits, True) * factor
 
 
 _ROWS = types.Array(types.float64, 2, "C", readonly=True)

@@ -333,7 +333,7 @@ def _divided_element(value, scale, factor, element_params, random, rand_bits):
     straight-line form: no deep elements), times `factor` (the scale,
     exactly, or 1 for the element itself)."""
     value64 = np.float64(value)
-    rounded = round_element(value64 / scale, value64, element_params, STOCHASTIC, random, rand_bits, False)
+    rounded = round_element(value64 / scale, value64, scale, element_params, STOCHASTIC, random, rand_bits, False)
     return rounded * factor  # (rounded once more where the target is float32)
 
 

@@ -75,7 +75,7 @@ def scaled_value(value, scale, inverse, by_power_of_two, element_params, mode, r
     if scale != scale:
         return np.nan
     quotient = value * inverse if by_power_of_two else value / scale
-    return round_element(quotient, value, element_params, mode, random, rand_bits, True) * scale
+    return round_element(quotient, value, scale, element_params, mode, random, rand_bits, True) * scale
 
 
 @njit(**NUMBA_OPTIONS)
