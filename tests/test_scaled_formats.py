@@ -1174,6 +1174,46 @@ def test_significand_scales_past_float64s_bits_are_refused(element, scale_format
     assert wrong > 0
 
 
+# scale formats reaching float64's subnormals: to 2**-1024, 2**-1027, powers of two, a deep one, one
+# without subnormals
+SUBNORMAL_SCALE_FORMATS = [rp.FloatFormat(11, 2), rp.FloatFormat(11, 5), rp.FloatFormat(11, 0),
+                           rp.FloatFormat(11, 2, bias=1030), rp.FloatFormat(11, 3, subnormals=False)]
+
+
+@pytest.mark.parametrize("element", ["e2m1", "e4m3", rp.FixedFormat(2, 6)], ids=str)
+@pytest.mark.parametrize("scale_format", SUBNORMAL_SCALE_FORMATS, ids=repr)
+def test_significand_scales_below_float64s_normals_round_once(scale_format, element):
+    """A scale ``m / element.max`` at or below 2**-1022 is the exact quotient
+    rounded, not float64's subnormal quotient (which has lost bits and may lie
+    on a midpoint of the scale's grid where the exact one does not): blocks
+    whose max lies on, or one float64 step beside, each midpoint below 2**-1019
+    times element.max."""
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale_format)
+    values = scale_format.values()
+    values = values[(values >= 0) & (values <= 2.0**-1019)]
+    divisor = element_max(fmt.element)
+    maxima = []
+    for low, high in zip(values[:-1], values[1:]):
+        m = float((Fraction(low) + Fraction(high)) / 2 * divisor)
+        maxima += [np.nextafter(m, 0.0), m, np.nextafter(m, np.inf)]
+    x = np.stack([maxima, -np.array(maxima) / 3], axis=1)
+    want = scaled_reference(x, fmt)
+    assert np.array_equal(rp.encode(x, fmt).scales.astype(np.int64), want.scale_codes.astype(np.int64))
+    assert_same(rp.round(x, fmt), want.values, f"{fmt!r}")
+
+
+def test_a_scale_just_below_a_subnormal_midpoint():
+    """The report's block: m / 6 lies just below 1.5 * 2**-1024, the midpoint of
+    the scales 2**-1024 and 2**-1023, and float64's quotient on it (which
+    rounded to the even scale 2**-1023)."""
+    fmt = rp.ScaledFormat("e2m1", block_size=2, scale_format=rp.FloatFormat(11, 2))
+    m = np.nextafter(9 * 2.0**-1024, 0)
+    assert m / 6 == 1.5 * 2.0**-1024 and Fraction(m) / 6 < Fraction(3, 2) * Fraction(2)**-1024
+    x = np.array([m, m / 3])
+    assert rp.encode(x, fmt).scales.tolist() == [1]
+    assert_same(rp.round(x, fmt), scaled_reference(x, fmt).values)
+
+
 @pytest.mark.parametrize("scale_range", [(0, 0), (0, 1), (-3, 4), (-8, 7), (1, 4), (0, 255), (-20, 20)])
 def test_scale_bits_of_exponent_ranges_count_their_codes(scale_range):
     """The high - low + 1 scale codes (0 .. high - low) of an exponent range take ceil(log2(count)) bits."""

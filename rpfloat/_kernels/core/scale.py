@@ -23,11 +23,11 @@ float64 quotient rounds as the exact one does for the pairs of element and scale
 format that ``ScaledFormat`` takes (``_check_scale_rounds_once``: the scale's
 precision and the divisor's bits come to at most 53).
 
-An element's quotient ``v / X`` at or below float64's least normal, 2**-1022,
-may have lost bits (the subnormals' spacing is 2**-1074). The general kernels
-then divide again, ``v * 2**128 / X`` (a normal float64, exact for a
-power-of-two X), and round that onto the element's grid times 2**128
-(`shifted_params`), which decides as the exact quotient would.
+A quotient at or below float64's least normal, 2**-1022, may have lost bits (the
+subnormals' spacing is 2**-1074). The general kernels then divide again, ``v *
+2**128 / X`` (a normal float64, exact for a power-of-two X), and round that onto
+the element's (or scale format's) grid times 2**128 (`shifted_params`), which
+decides as the exact quotient would.
 """
 import math
 
@@ -184,9 +184,12 @@ def significand_scale(largest, float_params, scale_params):
     rounds in float64 arithmetic: over its step ``2**(e - man_bits)`` it lies in
     ``[2**man_bits, 2**(man_bits + 1))``, where adding and taking away 2**52
     rounds it to an integer, ties to even (the default floating-point
-    environment, which the scaled kernels run in). The rest (tiny blocks,
-    formats without fraction bits) take ``round_bits``."""
-    quotient = largest / (float_params[F_ELEMENT_MAX] * float_params[F_TENSOR_SCALE])
+    environment, which the scaled kernels run in). A quotient at or below
+    2**-1022, which may have lost bits, takes `round_tiny_quotient`; the rest
+    (quotients below the scale format's normals, formats without fraction bits)
+    ``round_bits``."""
+    divisor = float_params[F_ELEMENT_MAX] * float_params[F_TENSOR_SCALE]
+    quotient = largest / divisor
     scale_max = float_params[F_SCALE_MAX]
     if quotient >= scale_max:  # (inf among them) saturates
         return scale_max
@@ -197,6 +200,8 @@ def significand_scale(largest, float_params, scale_params):
             and exponent - man_bits >= MIN_EXPONENT_64 and scale_params[P_DEEP] == 0):
         step = power_of_two(exponent - man_bits)
         rounded = ((quotient * power_of_two(man_bits - exponent) + TWO_52) - TWO_52) * step
+    elif quotient <= SMALLEST_NORMAL_64 and largest != 0.0:
+        rounded = round_tiny_quotient(largest, divisor, scale_params, NEAREST, np.uint64(0), 64)
     else:
         rounded = bits_to_float64(round_bits(bits, scale_params, NEAREST, np.uint64(0), 64, True))
     return min(max(rounded, float_params[F_SCALE_MIN]), scale_max)
