@@ -51,9 +51,10 @@ class ScaledFormat(Replaceable):
         NaN code (OCP MX). A pair ``(s_min, s_max)``: power-of-two scales with
         that exponent range and no NaN code. A floating-point format (or its
         name, such as ``"e4m3"``): scales with significand bits (NVFP4), whose
-        precision plus the significant bits of ``element.max`` (plus 24 with
-        `tensor_scale`) must be at most 53, so that float64 quotients round
-        exactly.
+        precision plus the most significant bits of an element value (plus 24
+        with `tensor_scale`) must be at most 53, so that the float64 quotients
+        ``m / element.max`` and ``v / X`` round as the exact ones (``"float64"``
+        is refused: 53 bits of its own).
     scale_rounding : {"floor", "ceil", "even", "rceil"}, default "floor"
         How a power-of-two scale exponent follows the block's largest magnitude
         ``m``, with ``emax = floor(log2(element.max))``: ``"floor"``
@@ -239,30 +240,41 @@ class ScaledFormat(Replaceable):
 
 
 def _check_scale_rounds_once(scale_format: FloatFormat, element, tensor_scale: bool) -> None:
-    """ValueError unless a significand scale, ``m / (element.max * g)`` rounded
-    onto `scale_format`, comes out right from the kernels' float64 quotient.
+    """ValueError unless the kernels' float64 quotients round as the exact ones:
+    a significand scale, ``m / (element.max * g)`` rounded onto `scale_format`,
+    and each element, ``v / X`` rounded onto `element` (``X = S * g``).
 
-    With ``E = element.max * g`` (g: a float32, else 1) of at most ``53 - p``
-    significant bits (p: the scale format's precision), E is exact in float64
-    and so the quotient is rounded once, to q'. A midpoint ``mu`` between two
-    scales has p + 1 bits, so ``mu * E`` has at most 53, or 54 where the product
-    carries into the next binade: an m off ``mu * E`` is at least a step of m's
-    (half a step where it carries) away, which puts ``m / E`` more than half
-    a step of ``mu`` away from ``mu``, so that q' rounds to the same side of
-    ``mu`` as the exact quotient. A float64 scale format takes q' itself."""
-    element_bits = _significant_bits(element.max)
+    Let p be the scale format's precision, t = 24 with a tensor scale (a
+    float32) and 0 without, and e the most significant bits of an element
+    value (at least those of ``element.max``); the rule is ``p + t + e <= 53``.
+    Then the divisors d, ``element.max * g`` and ``X``, are exact in float64,
+    and each quotient ``a / d`` is rounded once, to q' (a quotient at or below
+    2**-1022, which may lose more, the kernels divide again 2**128 times
+    larger). Where q' rounds onto a grid, what it decides turns on boundaries
+    b, the grid's values and midpoints, of at most p + 1 bits (the scale's) or
+    e + 1 (the element's): ``b * d`` has at most 54, so that with ``b`` in
+    ``[2**i, 2**(i+1))`` and ``d`` in ``[2**j, 2**(j+1))`` it is a multiple
+    of ``2**(i + j - 52)``, and so is every float64 ``a`` from ``2**(i + j)``
+    up (below it, ``b * d`` lies at least that far above ``2**(i + j)``,
+    unless b and d are powers of two, whose quotients are exact). An ``a``
+    other than ``b * d`` is at least that far from it, more than ``d`` times
+    half a step of b's, ``2**(i - 53)``: q' lies on the side of every boundary
+    that the exact quotient does, and on one only where that is."""
     tensor_bits = 24 if tensor_scale else 0
     precision = scale_format.man_bits + 1
-    float64_grid = (scale_format.exp_bits, scale_format.man_bits, scale_format.bias) == (11, 52, 1023) and \
-        scale_format.subnormals
-    if element_bits + tensor_bits <= 53 and (float64_grid or precision + element_bits + tensor_bits <= 53):
+    element_bits = _precision(element)
+    if precision + tensor_bits + element_bits <= 53:
         return
     with_tensor = " and the float32 tensor scale's 24" if tensor_scale else ""
+    most_man_bits = 52 - tensor_bits - element_bits
+    allowed = (f"a scale_format of at most {most_man_bits} fraction bits" if most_man_bits >= 0
+               else "tensor_scale=False" if tensor_scale and most_man_bits + tensor_bits >= 0
+               else "a power-of-two scale_format")
     raise ValueError(
         f"scale_format {_named(scale_format)!r} cannot round the scales of element {_named(element)!r} exactly: "
-        f"its precision of {precision} bits, the element max's {element_bits}{with_tensor} come to "
-        f"{precision + element_bits + tensor_bits}, past float64's 53. Use a scale format with fewer "
-        "significand bits, or an element whose largest value has fewer")
+        f"its precision of {precision} bits{with_tensor} and the element's {element_bits} significant bits come "
+        f"to {precision + tensor_bits + element_bits}, past float64's 53. Use {allowed} with this element, or an "
+        "element of fewer significant bits")
 
 
 def _precision(element) -> int:
@@ -273,12 +285,6 @@ def _precision(element) -> int:
 def _quantum_exponent(fmt) -> int:
     """The exponent of the finest step of `fmt`: its values are multiples of 2**it."""
     return fmt._quantum_exp() if isinstance(fmt, FloatFormat) else -fmt.frac_bits
-
-
-def _significant_bits(value: float) -> int:
-    """Significant bits of a positive float64."""
-    numerator = value.as_integer_ratio()[0]
-    return (numerator >> ((numerator & -numerator).bit_length() - 1)).bit_length()
 
 
 def _named(fmt):

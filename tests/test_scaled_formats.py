@@ -802,7 +802,7 @@ def test_tensor_scale_needs_a_scale_format_of_normal_products():
     for scale_format in ("float64", rp.FloatFormat(10, 3, bias=900)):
         with pytest.raises(ValueError, match="tensor_scale=True needs a scale_format"):
             rp.ScaledFormat("e2m1", block_size=4, scale_format=scale_format, tensor_scale=True)
-    rp.ScaledFormat("e2m1", block_size=4, scale_format="float64")  # without a tensor scale: fine
+    rp.ScaledFormat("e2m1", block_size=4, scale_format=rp.FloatFormat(10, 3, bias=900))  # without one: fine
     fmt = rp.ScaledFormat("e2m1", block_size=4, scale_format="float32", tensor_scale=True)
     x = np.array([0, 0, 0, 0, 1e-30, 0, 0, 0], np.float32)  # g = 2**-149, the zero block's scale 2**-149
     got = rp.round(x, fmt)
@@ -1212,6 +1212,70 @@ def test_a_scale_just_below_a_subnormal_midpoint():
     x = np.array([m, m / 3])
     assert rp.encode(x, fmt).scales.tolist() == [1]
     assert_same(rp.round(x, fmt), scaled_reference(x, fmt).values)
+
+
+def test_float64_scale_format_is_refused():
+    """53 bits of scale precision leave no room for any element's: each element
+    was rounded from the float64 ``v / X``, which can lie on one of its values
+    or midpoints where the exact one does not. E4M3's 5.0 rounded toward zero
+    became 448 X (X = 5 / 448 in float64, exact 5 / X < 448), above 5."""
+    for element in ("e4m3", "e2m1", rp.FixedFormat(2, 6)):
+        with pytest.raises(ValueError, match="scale_format 'float64' cannot round"):
+            rp.ScaledFormat(element, scale_format="float64")
+
+
+# (element, scale format, tensor scale): at the limit, the scale's precision (and the tensor scale's 24)
+# plus the element's 4 significant bits come to 53; e4m3's max, 448, has 3, which the check counted before
+ELEMENTS_AT_THE_LIMIT = [("e4m3", rp.FloatFormat(11, 48), False), ("e4m3", rp.FloatFormat(8, 24), True)]
+ELEMENTS_PAST_THE_LIMIT = [("e4m3", rp.FloatFormat(11, 49), False), ("e4m3", rp.FloatFormat(8, 25), True)]
+
+
+def _element_boundary_blocks(fmt, count, seed):
+    """float64 data in blocks of 2 along the last axis: a max m and a value on,
+    or one float64 step beside, a value or midpoint ``b`` of the element's grid
+    times the block's scale X: the quotients ``v / X`` whose float64 rounding
+    may land on ``b``. With a tensor scale, the first block's max sets g, of 24
+    significant bits."""
+    rng = np.random.default_rng(seed)
+    x = np.zeros((count + 1, 2))
+    g = Fraction(2**24 - 1, 2**23) * Fraction(2)**-110
+    x[0, 0] = float(g * Fraction(float(fmt.scale_format.max)) * element_max(fmt.element)) if fmt.tensor_scale \
+        else 1.0e3
+    x[1:, 0] = rng.uniform(1, 2, count) * 2.0 ** rng.integers(-20, 9, count).astype(float)
+    scales = scaled_reference(x, fmt).scales[:, 0]
+    values = fmt.element.values()
+    values = values[np.isfinite(values) & (values > 0)]
+    boundaries = np.concatenate([values, (values[:-1] + values[1:]) / 2])
+    for row in range(1, count + 1):
+        b = Fraction(float(rng.choice(boundaries[boundaries < 0.9 * x[row, 0] / scales[row]])))
+        v = float(b * Fraction(float(scales[row])))
+        x[row, 1] = -np.nextafter(v, (0.0, v, np.inf)[row % 3])
+    return x
+
+
+@pytest.mark.parametrize("element, scale_format, tensor_scale", ELEMENTS_AT_THE_LIMIT, ids=repr)
+def test_elements_next_to_their_boundaries_under_significand_scales(element, scale_format, tensor_scale):
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    x = _element_boundary_blocks(fmt, 300, 1)
+    for mode in ("nearest", "toward_zero", "up", "odd"):
+        assert_same(rp.round(x, fmt, mode), scaled_reference(x, fmt, mode).values, f"{fmt!r} {mode}")
+
+
+@pytest.mark.parametrize("element, scale_format, tensor_scale", ELEMENTS_PAST_THE_LIMIT, ids=repr)
+def test_elements_past_float64s_bits_are_refused(element, scale_format, tensor_scale, monkeypatch):
+    """One bit more (taken before: the check counted element.max's bits, not
+    the element's) and some element rounds from a float64 ``v / X`` on one of
+    its values or midpoints: refused, naming scale_format."""
+    with pytest.raises(ValueError, match="scale_format .* cannot round"):
+        rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    monkeypatch.setattr("rpfloat.scaledformat._check_scale_rounds_once", lambda *args: None)
+    fmt = rp.ScaledFormat(element, block_size=2, scale_format=scale_format, tensor_scale=tensor_scale)
+    x = _element_boundary_blocks(fmt, 300, 1)
+    wrong = 0
+    for mode in ("nearest", "toward_zero", "up", "odd"):
+        wrong += np.count_nonzero(rp.round(x, fmt, mode).view(np.int64)
+                                  != scaled_reference(x, fmt, mode).values.view(np.int64))
+    assert wrong > 0
 
 
 @pytest.mark.parametrize("scale_range", [(0, 0), (0, 1), (-3, 4), (-8, 7), (1, 4), (0, 255), (-20, 20)])

@@ -18,10 +18,11 @@ binade further (ceil, even) and the smallest s with ``m <= element_max * 2**s``
 is ``e - emax`` or one more (rceil). Every step is exact in float64.
 
 Scales with significand bits (NVFP4) are ``m / element_max`` rounded to nearest
-even in the scale format and clamped to [its smallest subnormal, its max]; the
-float64 quotient rounds as the exact one does for the pairs of element and scale
-format that ``ScaledFormat`` takes (``_check_scale_rounds_once``: the scale's
-precision and the divisor's bits come to at most 53).
+even in the scale format and clamped to [its smallest subnormal, its max]. The
+float64 quotients, that one and each element's ``v / X``, round as the exact ones
+do for the pairs of element and scale format that ``ScaledFormat`` takes
+(``_check_scale_rounds_once``: the scale's precision and the element's most
+significant bits, plus 24 with a tensor scale, come to at most 53).
 
 A quotient at or below float64's least normal, 2**-1022, may have lost bits (the
 subnormals' spacing is 2**-1074). The general kernels then divide again, ``v *
