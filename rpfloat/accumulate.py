@@ -139,14 +139,13 @@ def sum(x, fmt, *, axis=None, mode=None, order="sequential", rng=None, block_k=N
     1.0
     """
     if is_dask(x):  # a lazy sum in the documented chunk order
-        if block_k is not None:
-            raise TypeError("block_k: rpfloat.dask.sum does not take it; sum a NumPy array, or leave block_k None")
+        if out is not None:
+            raise TypeError("out: a lazy sum has nowhere to write; store its result with dask.array.store "
+                            "or compute it, or sum a NumPy array")
         from . import dask as dask_adapter
 
-        if keepdims is not False or out is not None:
-            raise TypeError(f"{'keepdims' if out is None else 'out'}: rpfloat.dask.sum does not take it; "
-                            "reshape or store its result, or sum a NumPy array")
-        return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng, rand_bits=rand_bits)
+        return dask_adapter.sum(x, fmt, axis=axis, mode=mode, order=order, rng=rng, block_k=block_k,
+                                rand_bits=rand_bits, keepdims=keepdims)
     fmt = _element_format(fmt, "fmt")
     mode = _mode_of(mode, x)
     rand_bits = check_rand_bits(rand_bits, mode)

@@ -191,11 +191,13 @@ def decode(codes, fmt):
                           meta=_meta(codes.ndim, dtype), token="rpfloat-decode")
 
 
-def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand_bits=None):  # noqa: A001
+def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, block_k=None,  # noqa: A001
+        rand_bits=None, keepdims=False):
     """Sum of the dask array `x` with every addition rounded onto `fmt`, lazily:
     per-chunk sums, then those combined pairwise in chunk order.
 
-    1. Every chunk is summed with :func:`rpfloat.sum` over `axis`, in `order`.
+    1. Every chunk is summed with :func:`rpfloat.sum` over `axis`, in `order`
+       (or in blocks of `block_k`).
     2. For every result element, the partial sums of the chunks along `axis` are
        taken in C order of the chunk grid and added level by level,
        ``(s0 + s1), (s2 + s3), ...``, each sum rounded onto `fmt` in `mode` (the
@@ -212,8 +214,9 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     ----------
     x : dask.array.Array
         Real numbers, taken exactly.
-    fmt, axis, mode, order, rand_bits
-        As for :func:`rpfloat.sum` (``mode=None`` is ``"nearest"``).
+    fmt, axis, mode, order, block_k, rand_bits, keepdims
+        As for :func:`rpfloat.sum` (``mode=None`` is ``"nearest"``). There is no
+        ``out``: store the result with ``dask.array.store`` or compute it.
     rng : None, int, numpy.random.SeedSequence or numpy.random.Generator
         Randomness for the stochastic modes. It gives one 64-bit key ``k``
         (``rp.sum``'s: an int seed or SeedSequence always the same, a Generator or
@@ -225,7 +228,7 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     Returns
     -------
     dask.array.Array
-        Of ``rp.sum``'s shape and dtype; 0-d for ``axis=None``.
+        Of ``rp.sum``'s shape and dtype; 0-d for ``axis=None`` (without `keepdims`).
 
     Examples
     --------
@@ -241,7 +244,10 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     mode = "nearest" if mode is None else mode  # rp.sum's None: nearest, for arrays that are not RPArrays
     stochastic = parse_mode(mode).is_stochastic
     check_rand_bits(rand_bits, parse_mode(mode))
+    if not isinstance(keepdims, (bool, np.bool_)):
+        raise TypeError(f"keepdims must be True or False, got {keepdims!r}")
     _accumulate.pairwise_order(order)  # the checks of rp.sum, without its kernel
+    block_k = _accumulate.block_size(block_k, order)
     _, dtype = _accumulate.exact_operand(np.empty(0, x.dtype), "x")
     given_axes = tuple(_accumulate.reduced_axes(axis, x.ndim))  # a chunk sums them in this order, as rp.sum
     axes = sorted(given_axes)
@@ -251,16 +257,17 @@ def sum(x, fmt, *, axis=None, mode="nearest", order="sequential", rng=None, rand
     root = random_key(rng) if stochastic else _no_seed(rng)
     partial_chunks = tuple((1,) * len(sizes) if d in axes else sizes for d, sizes in enumerate(x.chunks))
     partials = _da.map_blocks(
-        functools.partial(_sum_block, fmt=fmt, axes=given_axes, mode=mode, order=order, root=root,
-                          dtype=out_dtype, rand_bits=rand_bits),
+        functools.partial(_sum_block, fmt=fmt, axes=given_axes, mode=mode, order=order, block_k=block_k,
+                          root=root, dtype=out_dtype, rand_bits=rand_bits),
         x, chunks=partial_chunks, dtype=out_dtype, meta=_meta(x.ndim, out_dtype), token="rpfloat-sum-chunks")
     partials = partials.rechunk({d: -1 for d in axes})
     kept = [d for d in range(x.ndim) if d not in axes]
-    return _da.map_blocks(
+    total = _da.map_blocks(
         functools.partial(_combine_block, fmt=fmt, axes=tuple(axes), mode=mode, root=root, dtype=out_dtype,
                           rand_bits=rand_bits),
         partials, drop_axis=axes, chunks=tuple(x.chunks[d] for d in kept), dtype=out_dtype,
         meta=_meta(len(kept), out_dtype), token="rpfloat-sum")
+    return _da.expand_dims(total, axes) if keepdims and axes else total
 
 
 def flip_bits(x, fmt, p, *, field="all", rng=None):
@@ -532,13 +539,14 @@ def _encode_scaled_chunk(block, largest=None, special=False, *, fmt, mode, rand_
             tensor_scale)
 
 
-def _sum_block(block, *, fmt, axes, mode, order, root, dtype, rand_bits=None, block_info=None):
+def _sum_block(block, *, fmt, axes, mode, order, root, dtype, block_k=None, rand_bits=None, block_info=None):
     """Step 1 of :func:`sum`: the chunk's rp.sum, with the reduced axes kept (length 1)."""
     rng = None
     if root is not None:
         chunk = int(np.ravel_multi_index(block_info[0]["chunk-location"], block_info[0]["num-chunks"]))
         rng = np.random.SeedSequence(root, spawn_key=(0, chunk))
-    total = _accumulate.sum(block, fmt, axis=axes, mode=mode, order=order, rng=rng, rand_bits=rand_bits)
+    total = _accumulate.sum(block, fmt, axis=axes, mode=mode, order=order, rng=rng, block_k=block_k,
+                            rand_bits=rand_bits)
     return np.expand_dims(np.asarray(total, dtype), sorted(axes))
 
 

@@ -549,6 +549,36 @@ def test_pairwise_sum_in_power_of_two_chunks_is_one_pairwise_tree(size, mode):
     assert_same_bits(_compute(lazy), rp.sum(x, "bfloat16", mode=mode, order="pairwise"))
 
 
+@pytest.mark.parametrize("mode", ["nearest", "toward_zero", "stochastic"])
+@pytest.mark.parametrize("axis", [None, 0, 1, (1, 0)])
+def test_sum_keepdims_and_block_k_follow_rp_sum(axis, mode):
+    """block_k sums each chunk as rp.sum(block_k=...) does (one chunk: rp.sum's bits);
+    keepdims keeps the summed axes with length 1, as np.sum does."""
+    x = np.random.default_rng(9).standard_normal((24, 40)).astype(np.float32)
+    one_chunk = rpd.sum(da.from_array(x), "bfloat16", axis=axis, mode=mode, rng=SEED, block_k=4)
+    chunk_rng = np.random.SeedSequence(_root_key(SEED), spawn_key=(0, 0))  # the one chunk's stream
+    assert_same_bits(_compute(one_chunk), rp.sum(x, "bfloat16", axis=axis, mode=mode, rng=chunk_rng, block_k=4))
+    assert not np.array_equal(_compute(one_chunk), rp.sum(x, "bfloat16", axis=axis, mode=mode, rng=chunk_rng))
+    plain = rpd.sum(da.from_array(x, chunks=(7, 9)), "bfloat16", axis=axis, mode=mode, rng=SEED)
+    kept = rpd.sum(da.from_array(x, chunks=(7, 9)), "bfloat16", axis=axis, mode=mode, rng=SEED, keepdims=True)
+    assert kept.shape == np.sum(x, axis=axis, keepdims=True).shape
+    assert_same_bits(_compute(kept), np.asarray(_compute(plain)).reshape(kept.shape))
+    assert rp.sum(da.from_array(x), "bfloat16", axis=axis, keepdims=True).shape == kept.shape
+
+
+def test_sum_block_k_changes_each_chunk_sum():
+    # chunks of 3000 ones: a sequential float16 sum stalls at 2048, blocks of 4 reach 3000
+    ones = da.ones(6000, chunks=3000)
+    assert float(_compute(rpd.sum(ones, "float16"))) == 4096.0
+    assert float(_compute(rpd.sum(ones, "float16", block_k=4))) == 6000.0
+    with pytest.raises(ValueError, match="block_k"):
+        rpd.sum(ones, "float16", order="pairwise", block_k=4)
+    with pytest.raises(TypeError, match="keepdims"):
+        rpd.sum(ones, "float16", keepdims=1)
+    with pytest.raises(TypeError, match="out"):
+        rp.sum(ones, "float16", out=np.zeros(()))
+
+
 def test_sum_rounds_every_combining_step_exactly():
     # chunk sums 1 and 2**-60: float64 holds 1 + 2**-60 as 1, a rounding of it would
     # give 1; the exact sum rounded up onto float32 is 1 + 2**-23
