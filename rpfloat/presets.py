@@ -21,7 +21,11 @@ preset names, :func:`format` takes
   (``fp8_e4m3``, ``fp8_e4m3fn``, ``fp6_e3m2``, ``fp4_e2m1``);
 * the patterns ``eXmY`` for the IEEE-style ``FloatFormat(X, Y)``, with inf
   and NaN, for every ``X``, ``Y`` not named above, and ``qI.F`` / ``uqI.F``
-  for the signed / unsigned ``FixedFormat(I, F)``.
+  for the signed / unsigned ``FixedFormat(I, F)``;
+* a constructor call as ``repr`` writes it, ``"FloatFormat(5, 2,
+  subnormals=False)"``, with literal arguments only (read, never run), so
+  that ``format(repr(fmt)) == fmt`` and a command line or a configuration
+  file can name any format.
 
 ``float8_e4m3`` is ml_dtypes' IEEE-style type, with inf and NaN, whereas
 ``e4m3`` and ``fp8_e4m3`` are the OCP E4M3 ``float8_e4m3fn``, as in most
@@ -30,6 +34,7 @@ machine-learning frameworks.
 
 from __future__ import annotations
 
+import ast
 import difflib
 import re
 from collections.abc import Iterator, Mapping
@@ -156,7 +161,7 @@ def _known_names() -> str:
         "FloatFormat(X, Y), with inf and NaN, for the X, Y not named above), 'qI.F' "
         "and 'uqI.F' (signed and unsigned FixedFormat(I, F)), 'intN' and 'uintN' (integers of "
         "N bits, 'qN.0' and 'uqN.0'); scaled presets " + ", ".join(_SCALED) + " (also 'mxfp4'); "
-        "any case, '-' for '_'"
+        "any case, '-' for '_'; or a constructor call as repr() writes it, 'FloatFormat(5, 2, subnormals=False)'"
     )
 
 
@@ -265,6 +270,12 @@ def format(name_or_format):
           ``FixedFormat(I, F)`` (``I`` and ``F`` may carry a minus sign);
         * ``"intN"`` / ``"uintN"`` for the signed / unsigned integers of ``N``
           bits, ``FixedFormat(N, 0)`` (``"int8"``: -128 to 127, saturating);
+        * a constructor call as ``repr(fmt)`` writes it:
+          ``"FloatFormat(5, 2, subnormals=False)"``, ``"FixedFormat(4, 4,
+          overflow='wrap')"``, ``"ScaledFormat('e4m3', block_size=16)"``,
+          with literal arguments (numbers, strings, None, True/False, tuples,
+          and these calls for a ScaledFormat's formats); the text is parsed,
+          never evaluated;
         * a NumPy or ml_dtypes float type or dtype (``np.float16``,
           ``np.dtype("float32")``, ``float``, ``ml_dtypes.bfloat16``,
           ``x.dtype``), or a torch float dtype (``torch.bfloat16``,
@@ -275,13 +286,15 @@ def format(name_or_format):
 
     Returns
     -------
-    FloatFormat or FixedFormat
+    FloatFormat, FixedFormat or ScaledFormat
 
     Raises
     ------
     ValueError
-        For an unknown name (the message lists the known ones), or a pattern
-        whose numbers make an invalid format.
+        For an unknown name (the message lists the known ones), a pattern
+        whose numbers make an invalid format, or a constructor call that is not
+        one (an argument that is not a literal, say); a constructor's own
+        errors (TypeError, ValueError) as it raises them.
     TypeError
         For an object of any other type, and for a type or dtype without a
         preset (``np.int32``, ``np.longdouble``, ``ml_dtypes.float8_e8m0fnu``).
@@ -301,6 +314,11 @@ def format(name_or_format):
     True
     >>> format("int8") == FixedFormat(8, 0), format("uint4").max
     (True, 15.0)
+    >>> format("FloatFormat(5, 2, subnormals=False)").min_normal
+    6.103515625e-05
+    >>> custom = ScaledFormat(FloatFormat(3, 2, inf=False, nan=None), block_size=8)
+    >>> format(repr(custom)) == custom
+    True
     """
     if isinstance(name_or_format, (FloatFormat, FixedFormat, ScaledFormat)):
         return name_or_format
@@ -321,6 +339,8 @@ def format(name_or_format):
         hint = ("; the data come first and the format second, as in rp.round(x, fmt)"
                 if isinstance(name_or_format, (np.ndarray, list, tuple)) else "")
         raise TypeError(f"format() got {_type_name(type(name_or_format))}; it takes {_ACCEPTED_KINDS}{hint}")
+    if "(" in name_or_format:  # no name holds one
+        return _from_constructor_call(name_or_format)
     preset = _lookup_preset(name_or_format)
     if preset is not None:
         return preset
@@ -339,6 +359,47 @@ def format(name_or_format):
         unsigned, width = match.groups()
         return FixedFormat(int(width), 0, signed=not unsigned, name=key)
     raise ValueError(_unknown_name_message(name_or_format))
+
+
+_CONSTRUCTORS = {"FloatFormat": FloatFormat, "FixedFormat": FixedFormat, "ScaledFormat": ScaledFormat}
+
+
+def _from_constructor_call(text: str):
+    """The format that `text`, a call such as ``repr`` writes
+    (``"FloatFormat(5, 2, subnormals=False)"``), builds: parsed by :mod:`ast`,
+    its arguments literals or nested calls of the three constructors, never
+    evaluated."""
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as error:
+        raise ValueError(f"format {text!r} is neither a format name nor a constructor call "
+                         f"({error.msg}); e.g. 'FloatFormat(5, 2, subnormals=False)'") from None
+    return _build_format(tree.body, text)
+
+
+def _build_format(node, text: str):
+    """The format of the call `node` (part of `text`, for messages)."""
+    name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
+    constructor = _CONSTRUCTORS.get(name.removeprefix("rpfloat.").removeprefix("rp."))
+    if constructor is None:
+        raise ValueError(f"format {text!r}: {ast.unparse(node)!r} is not a call of "
+                         f"{', '.join(_CONSTRUCTORS)}; e.g. 'FloatFormat(5, 2, subnormals=False)'")
+    if any(keyword.arg is None for keyword in node.keywords) or any(
+            isinstance(argument, ast.Starred) for argument in node.args):
+        raise ValueError(f"format {text!r}: * and ** arguments are not read; write each argument")
+    arguments = [_argument_value(argument, text) for argument in node.args]
+    keywords = {keyword.arg: _argument_value(keyword.value, text) for keyword in node.keywords}
+    return constructor(*arguments, **keywords)
+
+
+def _argument_value(node, text: str):
+    if isinstance(node, ast.Call):  # a ScaledFormat's element or scale format
+        return _build_format(node, text)
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        raise ValueError(f"format {text!r}: the argument {ast.unparse(node)!r} is not a literal "
+                         "(numbers, strings, None, True, False, tuples)") from None
 
 
 # Scaled presets: OCP Microscaling (blocks of 32 along the last axis, E8M0 scales,

@@ -8,12 +8,16 @@ from pathlib import Path
 import ml_dtypes
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import rpfloat as rp
 from rpfloat.__main__ import main
 from rpfloat.fixedformat import FixedFormat
 from rpfloat.floatformat import FloatFormat
 from rpfloat.presets import format, formats
+
+import strategies
 
 REPOSITORY_ROOT = Path(__file__).resolve().parents[1]
 
@@ -383,3 +387,49 @@ def test_main_returns_the_exit_code_and_demo_is_the_default(capsys):
         main(["--help"])
     assert raised.value.code == 0
     assert "usage" in capsys.readouterr().out
+
+
+# -- constructor calls: format(repr(fmt)) == fmt -----------------------------------------
+
+
+@settings(max_examples=150, deadline=None)
+@given(fmt=st.one_of(strategies.float_formats(unbounded=True), strategies.fixed_formats(),
+                     strategies.scaled_formats(st.one_of(strategies.float_formats(max_exp_bits=5, max_man_bits=5),
+                                                         strategies.fixed_formats(max_word=8)),
+                                               st.sampled_from([None, 1, 16, 32]))))
+def test_constructor_calls_read_back_every_format(fmt):
+    """repr writes a constructor call; format() reads it back to an equal format
+    (float formats with any bias, subnormals, inf and NaN encoding; fixed point
+    of any word and overflow; scaled formats of those elements)."""
+    read = format(repr(fmt))
+    assert read == fmt and type(read) is type(fmt)
+    assert format("rp." + repr(fmt)) == fmt and format(f"  {fmt!r} ") == fmt
+
+
+def test_constructor_calls_take_every_preset_and_round_as_the_format():
+    for preset in [*formats.values(), *rp.scaled_formats.values()]:
+        assert format(repr(preset)) == preset
+    x = np.array([1e-5, 0.3, -70000.0])
+    no_subnormals = FloatFormat(5, 2, subnormals=False)
+    assert rp.round(x, "FloatFormat(5, 2, subnormals=False)").tobytes() == rp.round(x, no_subnormals).tobytes()
+    assert rp.round(x, "FloatFormat(5, 2, subnormals=False)")[0] == 0.0  # 1e-5 is below min_normal: flushed
+    nested = format("ScaledFormat(FloatFormat(3, 2, inf=False, nan=None), block_size=8, scale_format=(-10, 10))")
+    assert nested == rp.ScaledFormat(FloatFormat(3, 2, inf=False, nan=None), block_size=8, scale_format=(-10, 10))
+
+
+@pytest.mark.parametrize(("text", "error", "match"), [
+    ("FloatFormat(5, 2", ValueError, "neither a format name nor a constructor call"),
+    ("__import__('os').getcwd()", ValueError, "is not a call of FloatFormat"),
+    ("float(3)", ValueError, "is not a call of FloatFormat"),
+    ("FloatFormat(5, 2).max", ValueError, "is not a call of FloatFormat"),
+    ("FloatFormat(5, man_bits)", ValueError, "the argument 'man_bits' is not a literal"),
+    ("FloatFormat(*(5, 2))", ValueError, r"\* and \*\* arguments"),
+    ("FloatFormat(5, 2, flavour=1)", TypeError, "flavour"),
+    ("FloatFormat(5, -2)", ValueError, "man_bits"),
+    ("FixedFormat(4, 4, overflow='clip')", ValueError, "overflow"),
+])
+def test_constructor_calls_that_are_not_formats(text, error, match):
+    """Only the three constructors with literal arguments are read (nothing is
+    evaluated); their own errors name the argument."""
+    with pytest.raises(error, match=match):
+        format(text)
