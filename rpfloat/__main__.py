@@ -563,12 +563,13 @@ def chunk_ranges(shape: tuple, fmt, chunk: int) -> Iterator[tuple[int, int, tupl
     in a shape that ends with ``shape[k:]``'s axes, so that the format's axis
     counted from the end (`chunk_format`) is the blocked one. One scale per
     array takes plain C-order ranges: its scale comes from a first pass over
-    them (`whole_summary`)."""
+    them (`whole_summary`). A 0-d array keeps its shape: rp.round gives it one
+    scale, whatever the format's axis."""
     size = math.prod(shape)
     if not _blocked(fmt, shape) or size == 0:
         for start in range(0, size, chunk):
             stop = min(size, start + chunk)
-            yield start, stop, (stop - start,)
+            yield start, stop, (stop - start,) if shape else ()
         if size == 0:
             yield 0, 0, tuple(shape)
         return

@@ -587,6 +587,20 @@ def test_empty_arrays_of_several_dimensions_onto_a_scaled_format(tmp_path, shape
     assert same_bits(np.load(tmp_path / "out.npy"), rp.round(np.zeros(shape, np.float32), "mxfp4"))
 
 
+@pytest.mark.parametrize("options", [["-f", "mxfp4", "--axis", "1"],
+                                     ["-f", "e2m1", "--block-size", "3", "--axis", "-2", "--scale-format", "e4m3"]])
+def test_a_0d_array_takes_one_scale_whatever_the_axis(tmp_path, capsys, options):
+    # rp.round gives a 0-d array one scale, whatever the axis; a (1,) chunk lacked the axis
+    x = np.array(3.3, np.float32)
+    np.save(tmp_path / "in.npy", x)
+    fmt = cli.scaled_format(cli.build_parser().parse_args(["round", "a.npy", "b.npy", *options]), x.shape)
+    assert cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "out.npy"), *options]) == 0
+    assert same_bits(np.load(tmp_path / "out.npy"), rp.round(x, fmt))
+    assert cli.main(["round", str(tmp_path / "in.npy"), str(tmp_path / "out.npz"), *options, "--codes"]) == 0
+    codes, expected = np.load(tmp_path / "out.npz"), rp.encode(x, fmt)
+    assert same_bits(codes["elements"], expected.elements) and same_bits(codes["scales"], expected.scales)
+
+
 def test_unreadable_kinds_of_input_are_one_line_errors(tmp_path):
     """A long double (wider than float64) and an .npz without arrays: exit 1 with
     one line, not a traceback or a complaint about --key; OUT as it was."""
