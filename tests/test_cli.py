@@ -539,6 +539,22 @@ def test_info_of_named_formats(tmp_path):
     assert finished.returncode == 2 and "argument FORMAT" in finished.stderr and "'bogus'" in finished.stderr
 
 
+def test_a_constructor_call_names_any_format(tmp_path):
+    """--format takes what rp.format takes, a constructor call included: a format
+    without subnormals, which no name covers, rounds as rp.round rounds it."""
+    x = np.array([1e-5, 0.3, -3.1, 7e4], np.float32)
+    np.save(tmp_path / "x.npy", x)
+    no_subnormals = "FloatFormat(5, 2, subnormals=False)"
+    finished = run_cli("round", "x.npy", "y.npy", "--format", no_subnormals, cwd=tmp_path)
+    assert finished.returncode == 0, finished.stderr
+    expected = rp.round(x, rp.FloatFormat(5, 2, subnormals=False))
+    assert same_bits(np.load(tmp_path / "y.npy"), expected) and expected[0] == 0.0
+    finished = run_cli("info", no_subnormals, cwd=tmp_path)
+    assert finished.returncode == 0 and "FloatFormat(exp_bits=5, man_bits=2, subnormals=False)" in finished.stdout
+    finished = run_cli("round", "x.npy", "z.npy", "--format", "FloatFormat(5, man_bits)", cwd=tmp_path)
+    assert finished.returncode == 2 and "argument --format" in finished.stderr and "not a literal" in finished.stderr
+
+
 def test_info_table_of_the_docs_is_what_info_prints(tmp_path):
     """docs/cli.md shows the output of `info e4m3 bf16 q8.8` as text: it must be it."""
     page = (Path(__file__).resolve().parent.parent / "docs" / "cli.md").read_text()
