@@ -369,20 +369,21 @@ def _from_constructor_call(text: str):
     (``"FloatFormat(5, 2, subnormals=False)"``), builds: parsed by :mod:`ast`,
     its arguments literals or nested calls of the three constructors, never
     evaluated."""
+    shown = text if len(text) <= 100 else text[:97] + "..."  # (for messages)
     try:
         tree = ast.parse(text.strip(), mode="eval")
     except SyntaxError as error:
-        raise ValueError(f"format {text!r} is neither a format name nor a constructor call "
+        raise ValueError(f"format {shown!r} is neither a format name nor a constructor call "
                          f"({error.msg}); e.g. 'FloatFormat(5, 2, subnormals=False)'") from None
-    return _build_format(tree.body, text)
+    return _build_format(tree.body, shown)
 
 
 def _build_format(node, text: str):
-    """The format of the call `node` (part of `text`, for messages)."""
+    """The format of the call `node` (part of `text`, shown in messages)."""
     name = ast.unparse(node.func) if isinstance(node, ast.Call) else ""
     constructor = _CONSTRUCTORS.get(name.removeprefix("rpfloat.").removeprefix("rp."))
     if constructor is None:
-        raise ValueError(f"format {text!r}: {ast.unparse(node)!r} is not a call of "
+        raise ValueError(f"format {text!r}: {ast.unparse(node)[:100]!r} is not a call of "
                          f"{', '.join(_CONSTRUCTORS)}; e.g. 'FloatFormat(5, 2, subnormals=False)'")
     if any(keyword.arg is None for keyword in node.keywords) or any(
             isinstance(argument, ast.Starred) for argument in node.args):
@@ -398,7 +399,7 @@ def _argument_value(node, text: str):
     try:
         return ast.literal_eval(node)
     except ValueError:
-        raise ValueError(f"format {text!r}: the argument {ast.unparse(node)!r} is not a literal "
+        raise ValueError(f"format {text!r}: the argument {ast.unparse(node)[:100]!r} is not a literal "
                          "(numbers, strings, None, True, False, tuples)") from None
 
 
