@@ -429,6 +429,25 @@ def test_a_tensor_scale_gives_float64_values_cast_to_the_tensor_dtype():
     assert not np.array_equal(narrow.numpy().astype(np.float64), expected)  # the cast rounded
 
 
+@pytest.mark.parametrize(("dtype", "values"), [
+    (torch.bfloat16, [-69.5] + [0.0] * 15 + [108.5]),  # -69.74999785...: below the midpoint -69.75
+    (torch.float16, [10.4140625, -2.265625] + [0.0] * 14 + [-88.8125]),
+])
+def test_a_tensor_scale_onto_a_half_tensor_rounds_once_to_nearest(dtype, values):
+    """torch casts float64 to float16 and bfloat16 through float32: a product just
+    beside a midpoint would round to float32's midpoint and then, ties to even, to
+    the far neighbour. The result is rp.round's float64 value rounded once."""
+    fmt = rp.format("nvfp4").replace(tensor_scale=True)
+    t = torch.tensor(values, dtype=dtype)
+    exact = rp.round(t.float().numpy(), fmt)
+    assert exact.dtype == np.float64
+    nearest = rp.round(exact, "float16" if dtype == torch.float16 else "bfloat16")
+    got = rpt.round(t, fmt)
+    assert got.dtype == dtype
+    assert np.array_equal(got.double().numpy(), nearest)
+    assert not torch.equal(got, torch.from_numpy(exact).to(dtype))  # the case torch's cast gets wrong
+
+
 @pytest.mark.parametrize(("element", "scale", "dtype"), [("q8.0", "bfloat16", torch.float16),
                                                            ("q8.0", "e4m3", torch.bfloat16),
                                                            ("e2m1", "bfloat16", torch.bfloat16)])

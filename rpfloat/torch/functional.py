@@ -27,6 +27,8 @@ _NUMPY_DTYPE_OF = {
 }
 _TORCH_DTYPE_OF = {numpy_dtype: torch_dtype for torch_dtype, numpy_dtype in _NUMPY_DTYPE_OF.items()}
 _SUPPORTED_DTYPES = "float16, bfloat16, float32 or float64"
+# the formats of the tensor dtypes that torch casts float64 onto through float32, rounding twice
+_HALF_FORMAT_OF = {torch.float16: "float16", torch.bfloat16: "bfloat16"}
 
 
 def round(
@@ -159,7 +161,9 @@ def _round_data(data, fmt, mode, rng, rand_bits, overflow):
     """`data` (a detached CPU tensor of a supported dtype) rounded onto `fmt`: a
     new tensor of its dtype. The kernel reads ``data.numpy()`` in place and writes
     into a tensor from ``torch.empty_like``; bfloat16 is widened to float32 first
-    (NumPy has no bfloat16) and rounded in place there."""
+    (NumPy has no bfloat16) and rounded in place there. A float64 result for a
+    float16 or bfloat16 tensor is rounded to nearest onto that dtype in place
+    before the cast, which torch would make through float32, rounding twice."""
     compute_dtype = _compute_dtype(data)
     plan = plan_for(fmt, mode, overflow, rand_bits, compute_dtype)
     result_dtype = _TORCH_DTYPE_OF[np.dtype(plan.result_dtype)]
@@ -173,6 +177,10 @@ def _round_data(data, fmt, mode, rng, rand_bits, overflow):
     _round_array(
         source.numpy(), fmt, mode, overflow=overflow, rng=seed, rand_bits=rand_bits, out=result.numpy()
     )
+    if result.dtype == torch.float64 and data.dtype in _HALF_FORMAT_OF:
+        # torch casts float64 to float16 and bfloat16 through float32, which rounds a value just
+        # beside a midpoint to the far neighbour: round to nearest once here, and the cast is exact
+        _round_array(result.numpy(), _HALF_FORMAT_OF[data.dtype], out=result.numpy())
     return result if result.dtype == data.dtype else result.to(data.dtype)
 
 
