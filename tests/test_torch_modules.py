@@ -897,6 +897,20 @@ def test_config_errors_name_the_argument_and_the_tensor():
         model(torch.randn(6))  # an activation's shape shows only in the forward pass
 
 
+def test_scale_rounding_without_scale_auto_is_refused(tmp_path):
+    """With scale="fixed" nothing reads scale_rounding: a TensorConfig that set it
+    would round onto its format's own scales, and a file would not read it back."""
+    with pytest.raises(ValueError, match="^scale_rounding='floor' sets the scale that scale=\"auto\" chooses"):
+        rpt.TensorConfig("mxfp8_e4m3", scale_rounding="floor")
+    with pytest.raises(ValueError, match="scale_rounding='ceil'"):
+        rpt.QuantConfig(parameters=rpt.TensorConfig("q8.0", scale_rounding="ceil"))
+    assert rpt.TensorConfig("e4m3", scale_rounding="rceil").scale_rounding == "rceil"  # the default, stated
+    config = rpt.QuantConfig(parameters=rpt.TensorConfig("q8.0", scale="auto", scale_rounding="floor"),
+                             activations=rp.format("mxfp8_e4m3").replace(scale_rounding="rceil"))
+    config.dump(tmp_path / "quant.json")
+    assert rpt.QuantConfig.load(tmp_path / "quant.json") == config
+
+
 def test_inputs_default_rounds_every_wrapped_modules_input(tmp_path):
     """With a LayerNorm and a GELU between two Linear layers, activations= rounds
     the first layer's output only; inputs= rounds what reaches the second too

@@ -52,6 +52,7 @@ __all__ = [
 ]
 
 SCALE_POLICIES = ("fixed", "auto")
+_DEFAULT_SCALE_ROUNDING = "rceil"  # TensorConfig's, for scale="auto"
 KINDS = ("parameters", "activations", "gradients")
 _ACTIVATION_SITES = ("input", "output")
 _CONFIG_VERSION = 1
@@ -353,7 +354,9 @@ class TensorConfig:
         be a FixedFormat or FloatFormat. Applies to `grad_fmt` alike.
     scale_rounding : {"floor", "ceil", "even", "rceil"}, default "rceil"
         With ``scale="auto"``: how the scale follows the maximum
-        (docs/scaled.md); ``"rceil"`` never saturates.
+        (docs/scaled.md); ``"rceil"`` never saturates. Another value with
+        ``scale="fixed"``, which has no scale to choose, is a ValueError (a
+        ScaledFormat `fmt` carries its own ``scale_rounding``).
     grad_fmt : format or str, optional
         Activations only: the format of the gradient flowing back through this
         activation (None: straight through). A parameter's gradient has an
@@ -385,7 +388,7 @@ class TensorConfig:
     fmt: object
     mode: str = "nearest"
     scale: str = "fixed"
-    scale_rounding: str = "rceil"
+    scale_rounding: str = _DEFAULT_SCALE_ROUNDING
     grad_fmt: object = None
     grad_mode: str = "nearest"
     rand_bits: int | None = None
@@ -406,6 +409,11 @@ class TensorConfig:
             raise ValueError(f"scale must be one of {SCALE_POLICIES}, got {self.scale!r}")
         if self.scale_rounding not in SCALE_ROUNDINGS:
             raise ValueError(f"scale_rounding must be one of {SCALE_ROUNDINGS}, got {self.scale_rounding!r}")
+        if self.scale == "fixed" and self.scale_rounding != _DEFAULT_SCALE_ROUNDING:
+            raise ValueError(
+                f'scale_rounding={self.scale_rounding!r} sets the scale that scale="auto" chooses; with '
+                'scale="fixed" nothing reads it: pass scale="auto" too, or for a ScaledFormat set its own '
+                f"(fmt.replace(scale_rounding={self.scale_rounding!r}))")
         if self.scale == "auto":
             for argument in ("fmt", "grad_fmt"):
                 if isinstance(getattr(self, argument), ScaledFormat):
