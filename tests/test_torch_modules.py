@@ -533,6 +533,8 @@ def test_sparse_embedding_gradients_round_their_values():
 def test_config_and_master_parameter_errors():
     with pytest.raises(ValueError, match="'tensors' must be a JSON object"):
         rpt.QuantConfig.from_dict({"tensors": [["0.weight", "e4m3"]]})
+    with pytest.raises(TypeError, match="^tensors must be a mapping .*, got list"):
+        rpt.QuantConfig(tensors=[("0.weight", "e4m3")])
     for call in (lambda: rpt.quantize_model("abc", rpt.QuantConfig()), lambda: rpt.remove_quantization("abc"),
                  lambda: rpt.QuantConfig().for_model("abc")):
         with pytest.raises(TypeError, match="model must be a torch.nn.Module, got str"):

@@ -19,7 +19,7 @@ import json
 import numbers
 import threading
 import warnings
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 import numpy as np
@@ -498,6 +498,9 @@ class QuantConfig(MutableMapping):
             "gradients": _entry(gradients, "gradients", "gradients"),
             "inputs": _entry(inputs, "activations", "inputs"),
         }
+        if tensors is not None and not isinstance(tensors, Mapping):
+            raise TypeError(f"tensors must be a mapping of tensor names to entries (a dict), "
+                            f"got {type(tensors).__name__}")
         self._tensors: dict[str, TensorConfig | None] = {}
         for name, entry in (tensors or {}).items():
             self[name] = entry
