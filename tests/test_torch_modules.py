@@ -886,6 +886,10 @@ def test_config_errors_name_the_argument_and_the_tensor():
     with pytest.raises(ValueError, match="^grad_fmt: unknown format name 'zz'"):
         rpt.TensorConfig("e4m3", grad_fmt="zz")
     with pytest.raises(ValueError, match="^fmt: unknown format name 'zz'"):
+        rpt.Quantize("zz")
+    with pytest.raises(ValueError, match="^grad_fmt: unknown format name 'zz'"):
+        rpt.Quantize("e4m3", grad_fmt="zz")
+    with pytest.raises(ValueError, match="^fmt: unknown format name 'zz'"):
         rpt.TensorConfig("zz")
     with pytest.raises(ValueError, match="^0.weight: fmt: unknown format name 'zz'"):
         rpt.QuantConfig(tensors={"0.weight": "zz"})

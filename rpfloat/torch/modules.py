@@ -169,10 +169,10 @@ class Quantize(nn.Module):
 
     def __init__(self, fmt, mode="nearest", *, grad_fmt=None, grad_mode="nearest", rand_bits=None, rng=None):
         super().__init__()
-        self.fmt = to_format(fmt)
+        self.fmt = _argument(to_format, fmt, "fmt")
         self.mode = _mode_name(mode, "mode")
         self.rand_bits = _rand_bits(rand_bits, self.mode)
-        self.grad_fmt = None if grad_fmt is None else to_format(grad_fmt)
+        self.grad_fmt = None if grad_fmt is None else _argument(to_format, grad_fmt, "grad_fmt")
         self.grad_mode = _mode_name(grad_mode, "grad_mode")
         if self.grad_fmt is None:
             _no_gradient_rounding(self.grad_mode, None)
