@@ -103,7 +103,7 @@ def test_long_blocks_whose_largest_grows_piece_by_piece(fmt):
     largest, with the exponent of the largest so far, and rounded again where
     that exponent was not the final one: maxima that grow binade by binade
     (every earlier piece again), that grow within the final binade past the
-    range of the fast loop (int8: past 127, the whole block in float64), NaN
+    range of the fast loop (int8: past 127, those elements again in float64), NaN
     or inf in a late piece, tiny elements in pieces rounded early, a last
     piece of a few elements, counters crossing a 2**32 segment in a piece."""
     rng = np.random.default_rng(11)
@@ -133,3 +133,30 @@ def test_long_blocks_whose_largest_grows_piece_by_piece(fmt):
             (fast, fast_scales), (general, general_scales) = run_both(x[:2], fmt, mode, 9, 64, offset=offset)
             np.testing.assert_array_equal(fast.view(np.uint32), general.view(np.uint32))
             np.testing.assert_array_equal(fast_scales, general_scales)
+
+
+@pytest.mark.parametrize("fmt", [rp.ScaledFormat(rp.FixedFormat(8, 0)),
+                                 rp.ScaledFormat(rp.FixedFormat(8, 0), block_size=100),
+                                 rp.format("mxint8")], ids=repr)
+def test_two_complement_blocks_past_the_positive_max_at_every_place_of_a_run(fmt):
+    """A two's complement element's blocks whose max lies between its positive
+    and its negative max (int8: 127 and -128 spacings): long blocks take the fast
+    loop and round the elements past the range again in float64; MX nearest
+    (by adding) clamps them to the negative max and caps the positive results.
+    Such elements of both signs, ties among them, first, last and inside a run,
+    at pieces' edges and in a remainder."""
+    spacing = 1.0 if fmt.block_size != 32 else 2.0**-6
+    length = 2 * PIECE + 3 * LANES + 7
+    x = np.random.default_rng(13).standard_normal((3, length)).astype(np.float32) * np.float32(20 * spacing)
+    positions = [0, 1, LANES - 1, LANES, 5 * LANES + 17, PIECE - 1, PIECE, PIECE + LANES - 1,
+                 2 * PIECE + 3 * LANES - 1, 2 * PIECE + 3 * LANES, length - 1]
+    edge = np.array([127.5, -127.5, 127.2, -127.2, 127.75, -127.75, 128 - 2**-16, -(128 - 2**-16), 127.0, -127.0,
+                     -128.0 + 2**-10]) * spacing
+    for row in range(3):
+        x[row, positions] = np.roll(edge, row).astype(np.float32) * np.float32(2.0**(3 * row - 3))
+        x[row] *= np.float32(2.0**(3 * row - 3))
+    if fmt.block_size is not None:  # one such element in every block
+        for b in range(0, length, fmt.block_size):
+            x[:, b + (b // fmt.block_size) % min(fmt.block_size, length - b)] = np.float32(
+                edge[(b // fmt.block_size) % edge.size] * 2.0**-3)
+    _assert_same(x, fmt, layout.ALL_MODES)

@@ -290,10 +290,11 @@ def _round_rows(source, target, scales, element_params, scale_params, block_para
 # back (exact while the result is normal or zero). The block's pass for its max
 # also finds its least nonzero magnitude (a long block: that of each piece of
 # PIECE elements), and a block or piece takes the fast loop where its results
-# stay normal and its max lies in that range (and its random counters stay in
-# one 2**32 segment), then, where its least nonzero magnitude lies below the
-# range, the elements below it again in float64 (`round_blocks`' arithmetic,
-# found 32 at a time by `outside_mask`); else the float64 loop rounds all of it.
+# stay normal (and its random counters stay in one 2**32 segment), then, where
+# its least nonzero magnitude lies below the range or its max above it (a two's
+# complement element's block past the positive max), the elements outside it
+# again in float64 (`round_blocks`' arithmetic, found 32 at a time by
+# `outside_mask`); else the float64 loop rounds all of it.
 # Eight float32 lanes per vector, no per-element test. Blocks of a power of two elements up to CHUNK
 # (MX formats: 32) take the chunked passes below instead, with the same
 # decisions element by element.
@@ -641,14 +642,18 @@ def _below_range(bits, threshold):
 
 
 @njit(**NUMBA_OPTIONS)
-def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp, by_adding, params, element_params,
-                 mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row, ahead,
-                 uniform_runs, uniform, uniform_least, grid_runs, grid):
+def _round_piece(source, target, least, block_fast, ceiling, shift, exponent, low, clamp, by_adding, params,
+                 element_params, mode, key, index, rand_bits, multipliers, weyl_step, constants, source_row, target_row,
+                 ahead, uniform_runs, uniform, uniform_least, grid_runs, grid):
     """Round a block, or a piece of a long one, whose least nonzero magnitude is
-    `least`: in the fast loop where the block allows (`block_fast`), else in
-    float64. Where `least` lies below the fast range, the elements below it
-    are rounded again in float64 after the fast loop (as a rule few: the
-    stochastic range of an int8 element, say, starts at 2**-8). Element ``a``
+    `least`: in the fast loop where the block allows (`block_fast`: its results
+    fit), else in float64. Where `least` lies below the fast range, the elements
+    below it are rounded again in float64 after the fast loop (as a rule few:
+    the stochastic range of an int8 element, say, starts at 2**-8), and so are
+    those above `ceiling` (float32 bits; MAGNITUDE_32: none), the block's top
+    of the fast range shifted back (a two's complement element's block whose
+    max lies past the positive max: int8 per tensor on about one tensor in a
+    hundred, which took float64 whole, 35x the time). Element ``a``
     draws random number ``index + a``. The fast loop runs LANES elements at a
     time and, with each run, prefetches the elements ``ahead + a`` of
     `source_row` and `target_row` (PREFETCH elements further on). In nearest
@@ -714,16 +719,17 @@ def _round_piece(source, target, least, block_fast, shift, exponent, low, clamp,
                                       rand_bits, constants)
             keyed_high = wrapping_add(keyed_high, weyl_step)
             keyed_low = wrapping_add(keyed_low, weyl_step)
-        if not low_fast:  # run by run: a vector compare, then the run's elements below the range again
+        if not low_fast or ceiling != MAGNITUDE_32:
+            # run by run: a vector compare, then the run's elements outside the range again
             threshold = _below_threshold(shift, low)
             for run in range(runs):
-                below = outside_mask(source, run * LANES, threshold, MAGNITUDE_32)
+                below = outside_mask(source, run * LANES, threshold, ceiling)
                 while below != 0:
                     a = run * LANES + trailing_zeros(below)
                     target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
                     below &= below - 1
             for a in range(runs * LANES, source.size):
-                if _below_range(source[a], threshold):
+                if _below_range(source[a], threshold) or np.int32(source[a] & MAGNITUDE_32) > ceiling:
                     target[a] = round_in_float64(source[a], exponent, element_params, mode, key, index + a, rand_bits)
     else:  # in float64
         for a in range(source.size):
@@ -1174,14 +1180,17 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                                                          element_max)
                         scales[row, block] = power_of_two(exponent)
                     shift = np.int64(exponent) << 23
-                    block_fast = (largest - shift <= top and largest_result + shift < INF_32
-                                  and quantum + shift >= SMALLEST_NORMAL_32)
+                    # the results fit the fast loop; magnitudes above the range (`ceiling`) are
+                    # rounded again in float64 (`_round_piece`)
+                    block_fast = largest_result + shift < INF_32 and quantum + shift >= SMALLEST_NORMAL_32
+                    ceiling = MAGNITUDE_32 if largest - shift <= top else np.int32(
+                        max(min(top + shift, np.int64(MAGNITUDE_32)), np.int64(0)))
                     if step < pieces and not block_fast:  # not yet
                         continue
                     if step >= pieces and block_fast and rounded_with[piece] == exponent:  # done so
                         continue
                     _round_piece(source_block[piece_first:piece_stop], target_block[piece_first:piece_stop],
-                                 piece_least[piece], block_fast, shift, exponent, low, clamp, by_adding, params,
+                                 piece_least[piece], block_fast, ceiling, shift, exponent, low, clamp, by_adding, params,
                                  element_params, mode, key, index + piece_first, rand_bits, multipliers, weyl_step,
                                  constants, source_row, target_row, first + piece_first + PREFETCH, uniform_runs,
                                  uniform, uniform_least, grid_runs, grid)
