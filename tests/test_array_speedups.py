@@ -2,6 +2,7 @@
 elements) give the bits of the float64 error-free path, and the per-step methods
 (sum/dot with per_step=True, matmul) are rp.sum / rp.dot / rp.matmul."""
 import warnings
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,6 +12,8 @@ from hypothesis import strategies as st
 import rpfloat as rp
 import rpfloat.array as rparray
 from rpfloat.array import RPArray, asarray
+from reference import stochastic_probability
+from stats_bounds import assert_binomial
 from strategies import input_lists
 
 MODES = ("nearest", "nearest_away", "toward_zero", "up", "down", "odd", "stochastic", "stochastic_equal")
@@ -206,7 +209,7 @@ def test_stochastic_results_draw_the_same_random_numbers(monkeypatch):
     """The fast path rounds element i with random number i of the operation's seed,
     and draws one seed from the generator per operation, as the float64 path does."""
     x = np.full(1000, 1.0)
-    y = np.full(1000, 2.0**-10)  # 1 + 2**-10: a quarter of a bfloat16 ulp
+    y = np.full(1000, 2.0**-10)  # 1 + 2**-10: an eighth of a bfloat16 ulp (2**-7)
 
     def compute():
         a = asarray(x, "bfloat16", "stochastic", rng=4)
@@ -218,7 +221,14 @@ def test_stochastic_results_draw_the_same_random_numbers(monkeypatch):
     fast, exact = both_paths(monkeypatch, compute)
     same_bits(fast, exact)
     up = np.asarray(fast) > 1
-    assert 100 < up[:1000].sum() < 400 and not np.array_equal(up[:1000], up[1000:])
+    # each operation rounds 1 + 2**-10 up with the oracle's probability (1/8): Chernoff
+    # bounds (tests/stats_bounds.py) that a correct implementation fails with
+    # probability below 1e-9 each (they accept 63 to 198 of 1000)
+    _, _, p = stochastic_probability(1 + 2.0**-10, rp.format("bfloat16"))
+    assert p == Fraction(1, 8)
+    assert_binomial(int(up[:1000].sum()), 1000, p, 1e-9, "first sum rounded up")
+    assert_binomial(int(up[1000:].sum()), 1000, p, 1e-9, "second sum rounded up")
+    assert not np.array_equal(up[:1000], up[1000:])
 
 
 def test_fast_paths_can_be_turned_off():
