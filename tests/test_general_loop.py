@@ -63,6 +63,34 @@ def test_low_random_word_decides_a_tie_of_the_high_words():
     assert len({bool(got[i] != 0) for i in hits}) == 2
 
 
+# formats whose min_normal lies exactly one binade below the carrier's: the
+# shallowest "deep" formats (binades of the carrier's subnormals are normal binades
+# of the format, with its spacing, not the carrier's drop); and, for contrast, the
+# formats whose min_normal is the carrier's
+@pytest.mark.parametrize("fmt, dtype", [
+    (rp.FloatFormat(8, 3, bias=128), np.float32),
+    (rp.FloatFormat(8, 3, bias=128, subnormals=False), np.float32),
+    (rp.FloatFormat(8, 0, bias=128), np.float32),
+    (rp.FloatFormat(8, 3, bias=127), np.float32),
+    (rp.FloatFormat(11, 3, bias=1024), np.float64),
+    (rp.FloatFormat(11, 3, bias=1024, subnormals=False), np.float64),
+    (rp.FloatFormat(11, 3, bias=1023), np.float64),
+])
+@pytest.mark.parametrize("mode", ["nearest", "up", "toward_zero", "odd"])
+def test_min_normal_one_binade_below_the_carriers(fmt, dtype, mode):
+    info = np.finfo(dtype)
+    tiny, least = float(info.smallest_normal), float(info.smallest_subnormal)
+    assert fmt.min_normal in (tiny / 2, tiny)
+    rng = np.random.default_rng(fmt.bias)
+    # carrier subnormals throughout (each binade), the format's boundaries and their neighbours
+    xs = list(rng.integers(1, 2**(info.nmant), 400) * least)
+    for edge in (fmt.min_normal, fmt.min_normal / 2, fmt.min_normal * 3 / 4, tiny, 2 * tiny, fmt.smallest_subnormal):
+        edge = dtype(edge)
+        xs += [edge, np.nextafter(edge, dtype(0)), np.nextafter(edge, dtype(1))]
+    xs += [-x for x in xs]
+    check(xs, fmt, mode, dtype)
+
+
 # without subnormals a tie between 0 and min_normal rounds up; where min_normal is
 # the carrier's smallest normal (or twice it) that tie lies on the aligned path
 @pytest.mark.parametrize("fmt, dtype", [
