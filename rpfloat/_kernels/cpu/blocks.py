@@ -1108,18 +1108,19 @@ def _fast_kernel(mode, loops=BIT_LOOPS):
                         shift_32 = block_shifts[blocks - 1]
                         last_wide = run_loops[blocks - 1] == WIDE_RUNS
                         for a in range(size - size % LANES, size):
-                            target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high, keyed_low,
-                                                            multipliers, params, mode, rand_bits, constants)
                             if mode == NEAREST and capped:
                                 target_chunk[a] = min(_adding_element(source_chunk[a], shift_32, wide_clamp, drop_min,
                                                                       drop_offset, zero_sign),
                                                       np.int32(largest_result + shift_32))
-                            if mode == STOCHASTIC:
-                                if last_wide:
-                                    target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, wide_clamp,
-                                                                               np.int32(largest_result + shift_32),
-                                                                               keyed_high, keyed_low, multipliers,
-                                                                               constants, wide)
+                            elif mode == STOCHASTIC and last_wide:
+                                target_chunk[a] = _wide_stochastic_element(source_chunk[a], shift_32, wide_clamp,
+                                                                           np.int32(largest_result + shift_32),
+                                                                           keyed_high, keyed_low, multipliers,
+                                                                           constants, wide)
+                            else:
+                                target_chunk[a] = _fast_element(source_chunk[a], shift_32, clamp, keyed_high,
+                                                                keyed_low, multipliers, params, mode, rand_bits,
+                                                                constants)
                             keyed_high = wrapping_add(keyed_high, weyl_step)
                             keyed_low = wrapping_add(keyed_low, weyl_step)
                     if worst != FAST_BLOCK:
